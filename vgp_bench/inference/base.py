@@ -1,0 +1,65 @@
+"""The interface between models and variational families: sites, heads and their samples."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+
+@dataclass(frozen=True)
+class SiteSpec:
+    """A stochastic site of a model: the size of the context it offers and of its latent z."""
+
+    context_dim: int
+    z_dim: int
+
+
+@dataclass
+class SiteSample:
+    """What a head returns for one site: reparameterized z and its surrogate log-density."""
+
+    z: Tensor  # [S, B, D]
+    log_q: Tensor  # [S, B]  log q~(z), the estimate of log q(z) the objective uses
+    terms: dict[str, Tensor] = field(default_factory=dict)  # each [S, B], for logging
+    extras: dict[str, Tensor] = field(default_factory=dict)  # diagnostics (not per-sample)
+
+
+class VariationalHead(nn.Module, ABC):
+    """A variational family for one site: draws z given the site's context.
+
+    `context` is either `[B, C]` (shared by all samples, so per-example work is done once)
+    or `[S, B, C]` (one context per sample, as in DRAW where it depends on earlier draws).
+    All randomness comes from `generator`.
+    """
+
+    def __init__(self, spec: SiteSpec) -> None:
+        super().__init__()
+        self.spec = spec
+
+    @abstractmethod
+    def forward(
+        self, context: Tensor, n_samples: int, generator: torch.Generator | None = None
+    ) -> SiteSample: ...
+
+
+HeadFactory = Callable[[SiteSpec], VariationalHead]
+
+
+def build_heads(factory: HeadFactory, sites: Mapping[str, SiteSpec]) -> nn.ModuleDict:
+    """One head per model site, built by the (partially instantiated) inference config."""
+    return nn.ModuleDict({name: factory(spec) for name, spec in sites.items()})
+
+
+def expand_context(context: Tensor, n_samples: int) -> Tensor:
+    """Broadcast a shared `[B, C]` context to `[S, B, C]`; a per-sample one passes through."""
+    if context.dim() == 2:
+        return context.unsqueeze(0).expand(n_samples, *context.shape)
+    if context.dim() == 3 and context.shape[0] == n_samples:
+        return context
+    raise ValueError(
+        f"context must be [B, C] or [S={n_samples}, B, C], got shape {tuple(context.shape)}"
+    )

@@ -1,0 +1,45 @@
+"""What every generative model p(x, z) offers the trainer, independent of inference."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import torch
+from torch import Tensor, nn
+
+from vgp_bench.inference.base import SiteSpec
+from vgp_bench.trace import Trace
+
+
+class LatentVariableModel(nn.Module, ABC):
+    """A model p(x, z) with named stochastic sites whose q is supplied from outside.
+
+    At each site the model builds a context, asks `heads[site]` for `z` and `log q~`, and adds
+    `log p(z_site | parents)` itself. Images are `[B, C, H, W]` with values in {0, 1}.
+    """
+
+    sites: dict[str, SiteSpec]
+
+    def __init__(self, x_shape: tuple[int, int, int]) -> None:
+        super().__init__()
+        self.x_shape = tuple(int(v) for v in x_shape)
+
+    @abstractmethod
+    def forward(
+        self,
+        x: Tensor,
+        heads: nn.ModuleDict,
+        n_samples: int = 1,
+        generator: torch.Generator | None = None,
+    ) -> Trace:
+        """S samples of (log p(x, z), log q~(z)) for a batch x `[B, C, H, W]`, each `[S, B]`."""
+
+    @abstractmethod
+    def sample(self, n: int, generator: torch.Generator | None = None) -> Tensor:
+        """Bernoulli means of `n` draws from the prior predictive, `[n, C, H, W]`."""
+
+    @abstractmethod
+    def reconstruct(
+        self, x: Tensor, heads: nn.ModuleDict, generator: torch.Generator | None = None
+    ) -> Tensor:
+        """Bernoulli means of p(x | z) for one z ~ q(z | x), `[B, C, H, W]`."""
