@@ -36,7 +36,9 @@ def positive_scale(raw: Tensor, minimum: float = 1e-4) -> Tensor:
 
 def bernoulli_log_prob(logits: Tensor, x: Tensor) -> Tensor:
     """log Bernoulli(x; sigmoid(logits)), summed over the last dimension; x must be in {0, 1}."""
-    return -F.binary_cross_entropy_with_logits(logits, x.expand_as(logits), reduction="none").sum(-1)
+    return -F.binary_cross_entropy_with_logits(logits, x.expand_as(logits), reduction="none").sum(
+        -1
+    )
 
 
 def check_binary(x: Tensor) -> None:

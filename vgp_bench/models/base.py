@@ -43,3 +43,7 @@ class LatentVariableModel(nn.Module, ABC):
         self, x: Tensor, heads: nn.ModuleDict, generator: torch.Generator | None = None
     ) -> Tensor:
         """Bernoulli means of p(x | z) for one z ~ q(z | x), `[B, C, H, W]`."""
+
+    def extra_figures(self, n: int, generator: torch.Generator | None = None) -> dict[str, Tensor]:
+        """Model-specific image grids to save beside samples.png: name -> `[N, C, H, W]`."""
+        return {}
