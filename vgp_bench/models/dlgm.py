@@ -1,0 +1,129 @@
+"""The deep latent Gaussian model (Rezende et al. 2014) with L stochastic layers (Section 5.1)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from vgp_bench.distributions import (
+    bernoulli_log_prob,
+    check_binary,
+    normal_log_prob,
+    positive_scale,
+    standard_normal_log_prob,
+)
+from vgp_bench.inference.base import SiteSpec
+from vgp_bench.models.base import LatentVariableModel
+from vgp_bench.nets import mlp, output_dim
+from vgp_bench.trace import Trace
+
+
+class DLGM(LatentVariableModel):
+    """p(x, z_1..L) = Bernoulli(x | g(z_1)) prod_l N(z_l | mu_l(z_{l+1}), sigma_l(z_{l+1})^2).
+
+    `latent_dims[l]` is the size of z_{l+1}; `hidden_dims[l]` the deterministic layers between
+    layer l (x for l = 0) and z_{l+1}, used top-down by p and bottom-up by the recognition
+    features. All latents form one site `z` (d = sum(latent_dims)), so a variational family
+    covers them jointly; its context is the concatenated bottom-up features of x.
+    """
+
+    def __init__(
+        self,
+        x_shape: tuple[int, int, int],
+        latent_dims: Sequence[int] = (50,),
+        hidden_dims: Sequence[Sequence[int]] = ((200, 200),),
+        activation: str = "tanh",
+        min_scale: float = 1e-4,
+    ) -> None:
+        super().__init__(x_shape)
+        if len(latent_dims) != len(hidden_dims) or not latent_dims:
+            raise ValueError(
+                f"model.latent_dims ({list(latent_dims)}) and model.hidden_dims "
+                f"({[list(h) for h in hidden_dims]}) need one entry per stochastic layer"
+            )
+        self.latent_dims = [int(d) for d in latent_dims]
+        self.min_scale = min_scale
+        pixels = math.prod(self.x_shape)
+        below = [pixels, *self.latent_dims[:-1]]  # the layer under each z_l
+        # bottom-up recognition features, one stack per stochastic layer
+        self.feature_stacks = nn.ModuleList()
+        width = pixels
+        for hidden in hidden_dims:
+            self.feature_stacks.append(mlp(width, hidden, activation=activation))
+            width = output_dim(width, hidden)
+        context_dim = self._context_dim(pixels, hidden_dims)
+        # top-down generative networks: z_1 -> x logits, z_{l+1} -> (mu_l, raw sigma_l)
+        self.likelihood_net = mlp(self.latent_dims[0], hidden_dims[0], pixels, activation)
+        self.conditional_nets = nn.ModuleList(
+            mlp(
+                self.latent_dims[layer + 1],
+                hidden_dims[layer + 1],
+                2 * below[layer + 1],
+                activation,
+            )
+            for layer in range(len(self.latent_dims) - 1)
+        )
+        self.sites = {"z": SiteSpec(context_dim=context_dim, z_dim=sum(self.latent_dims))}
+
+    @staticmethod
+    def _context_dim(pixels: int, hidden_dims: Sequence[Sequence[int]]) -> int:
+        total, width = 0, pixels
+        for hidden in hidden_dims:
+            width = output_dim(width, hidden)
+            total += width
+        return total
+
+    def recognition_context(self, x: Tensor) -> Tensor:
+        """Concatenated bottom-up features of x, `[B, C]`."""
+        features, hidden = [], x.flatten(1)
+        for stack in self.feature_stacks:
+            hidden = stack(hidden)
+            features.append(hidden)
+        return torch.cat(features, dim=-1)
+
+    def log_prior(self, latents: Sequence[Tensor]) -> Tensor:
+        """log p(z_L) + sum_l log p(z_l | z_{l+1}), `[S, B]`."""
+        total = standard_normal_log_prob(latents[-1])
+        for layer, net in enumerate(self.conditional_nets):
+            mean, raw_scale = net(latents[layer + 1]).chunk(2, dim=-1)
+            total = total + normal_log_prob(
+                latents[layer], mean, positive_scale(raw_scale, self.min_scale)
+            )
+        return total
+
+    def forward(
+        self,
+        x: Tensor,
+        heads: nn.ModuleDict,
+        n_samples: int = 1,
+        generator: torch.Generator | None = None,
+    ) -> Trace:
+        check_binary(x)
+        site = heads["z"](self.recognition_context(x), n_samples, generator)
+        latents = site.z.split(self.latent_dims, dim=-1)  # each [S, B, d_l]
+        log_likelihood = bernoulli_log_prob(self.likelihood_net(latents[0]), x.flatten(1))
+        log_prior = self.log_prior(latents)
+        return Trace(
+            log_p=log_likelihood + log_prior,
+            log_q=site.log_q,
+            terms={"log_likelihood": log_likelihood, "log_prior": log_prior, **site.terms},
+        )
+
+    def sample(self, n: int, generator: torch.Generator | None = None) -> Tensor:
+        device = self.likelihood_net[0].weight.device
+        z = torch.randn(n, self.latent_dims[-1], generator=generator, device=device)
+        for layer in reversed(range(len(self.conditional_nets))):
+            mean, raw_scale = self.conditional_nets[layer](z).chunk(2, dim=-1)
+            noise = torch.randn(mean.shape, generator=generator, device=device)
+            z = mean + positive_scale(raw_scale, self.min_scale) * noise
+        return torch.sigmoid(self.likelihood_net(z)).reshape(n, *self.x_shape)
+
+    def reconstruct(
+        self, x: Tensor, heads: nn.ModuleDict, generator: torch.Generator | None = None
+    ) -> Tensor:
+        site = heads["z"](self.recognition_context(x), 1, generator)
+        z_bottom = site.z[0, :, : self.latent_dims[0]]  # [B, d_1]
+        return torch.sigmoid(self.likelihood_net(z_bottom)).reshape(x.shape)
