@@ -1,0 +1,63 @@
+"""Run-time plumbing: devices, object construction from config, code version."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+import vgp_bench
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot work; the message says which key and what to use."""
+
+
+def resolve_device(name: str) -> torch.device:
+    """`auto` → CUDA when present, else CPU; `cuda` without a GPU is an error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError("device=cuda but no CUDA device is available; use device=auto or cpu")
+    if name != "cpu" and not name.startswith("cuda"):
+        raise ConfigError(f"device must be auto, cpu or cuda[:N], got {name!r}")
+    return torch.device(name)
+
+
+def build(node: DictConfig, **runtime_kwargs: Any) -> Any:
+    """Instantiate a config node, dropping its descriptive `name` key; call partials at once."""
+    spec = OmegaConf.to_container(node, resolve=True)
+    assert isinstance(spec, dict)
+    spec.pop("name", None)
+    built = instantiate(spec)
+    return built(**runtime_kwargs) if runtime_kwargs else built
+
+
+def config_name(node: DictConfig | None) -> str | None:
+    """The descriptive `name` of a config group node, if any."""
+    return None if node is None else node.get("name")
+
+
+def code_version() -> str:
+    """Package version plus the git commit (and `-dirty`) when run from a checkout."""
+    root = Path(vgp_bench.__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=12"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return vgp_bench.__version__
+    return f"{vgp_bench.__version__}+g{commit}" if commit else vgp_bench.__version__
+
+
+def make_generator(device: torch.device, seed: int) -> torch.Generator:
+    """A generator on `device` seeded from the config."""
+    return torch.Generator(device=device).manual_seed(int(seed))
