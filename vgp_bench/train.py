@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import signal
 import sys
@@ -395,6 +396,10 @@ class Trainer:
 
     def fit(self) -> dict[str, Any]:
         """Train (resuming when the run folder holds a checkpoint), then evaluate on test."""
+        with stop_signals() as stop_request:
+            return self._fit(stop_request)
+
+    def _fit(self, stop_request: dict[str, int]) -> dict[str, Any]:
         cfg = self.trainer_cfg
         self.run_dir.mkdir(parents=True, exist_ok=True)
         resumed = self.resume_if_possible()
@@ -402,8 +407,6 @@ class Trainer:
         self.metrics = describe_run(self.cfg, self.parts.data)
         previous = self.run_dir / "metrics.json"
         if resumed and previous.exists():
-            import json
-
             self.metrics = {**json.loads(previous.read_text()), **self.metrics}
         self.writer = SummaryWriter(str(self.run_dir / "tensorboard"))
         steps_per_epoch = (
@@ -415,18 +418,16 @@ class Trainer:
         if cfg.max_steps is not None:
             total_steps = min(total_steps, int(cfg.max_steps))
         self.write_metrics("running")
+        steps_before = self.state.step
         try:
-            with (
-                stop_signals() as stop_request,
-                tqdm(
-                    total=total_steps,
-                    initial=self.state.step,
-                    desc="train",
-                    unit="step",
-                    disable=not cfg.progress,
-                    dynamic_ncols=True,
-                ) as bar,
-            ):
+            with tqdm(
+                total=total_steps,
+                initial=self.state.step,
+                desc="train",
+                unit="step",
+                disable=not cfg.progress,
+                dynamic_ncols=True,
+            ) as bar:
                 while not self.finished_training():
                     started = time.perf_counter()
                     completed = self.run_epoch(stop_request, bar)
@@ -445,7 +446,8 @@ class Trainer:
                         self.end_of_epoch()
                     self.save()
                     self.write_metrics("running")
-            if ("test" not in self.metrics or not resumed) and self.cfg.eval.at_end:
+            trained = self.state.step > steps_before
+            if self.cfg.eval.at_end and (trained or "test" not in self.metrics):
                 self.metrics["test"] = self.evaluate_test(
                     int(self.cfg.eval.is_samples), progress=bool(cfg.progress)
                 )
@@ -516,8 +518,6 @@ def evaluate_checkpoint(
     summary["checkpoint"] = path.name
     metrics_path = run_dir / "metrics.json"
     if metrics_path.exists():
-        import json
-
         metrics = json.loads(metrics_path.read_text())
         metrics["test"] = summary
         write_json(metrics, metrics_path)

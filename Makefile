@@ -1,0 +1,47 @@
+# vgp-bench: `make run` sets up, fetches MNIST, runs the default experiment and prints a table;
+# `make test` sets up and runs the fast test suite. Both are idempotent.
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+RUN_DIR ?= outputs/default
+
+.PHONY: setup data run test test-all lint format bench tensorboard clean
+
+setup: $(STAMP)
+
+$(STAMP): setup.cfg pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "make setup: $(PYTHON) not found; install Python 3.11 or pass PYTHON=/path/to/python3.11"; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+data: setup
+	$(BIN)/vgp-data mnist
+
+run: data
+	$(BIN)/vgp-train -m inference=vae,vgp hydra.sweep.dir=$(RUN_DIR) hydra.sweep.subdir='$${hydra:runtime.choices.inference}'
+	$(BIN)/vgp-report $(RUN_DIR)
+
+test: setup
+	$(BIN)/pytest -q
+
+test-all: setup
+	$(BIN)/pytest -q -m "slow or not slow"
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: setup
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: setup
+	$(BIN)/python scripts/bench.py --out bench/results.json
+
+tensorboard: setup
+	$(BIN)/tensorboard --logdir outputs
+
+clean:
+	rm -rf outputs multirun bench .pytest_cache .ruff_cache

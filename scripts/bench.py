@@ -1,0 +1,169 @@
+#!/usr/bin/env python
+"""`make bench`: training and IS-evaluation throughput of the runner, written as JSON.
+
+Numbers, not tests: each entry says what was measured, on which data and threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import platform
+import time
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from vgp_bench.benchmarks import plain_vae
+from vgp_bench.evaluate import estimate_split
+from vgp_bench.runtime import code_version, make_generator
+from vgp_bench.train import Trainer, build_components
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def compose(overrides: list[str]):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=overrides)
+
+
+def data_overrides() -> list[str]:
+    """Real MNIST when converted, else synthetic images of the same shape."""
+    if (REPO / "data" / "mnist.h5").exists():
+        return ["dataset=mnist", f"data_dir={REPO / 'data'}"]
+    return ["dataset=synthetic", "dataset.n_train=10000", "dataset.n_test=1000"]
+
+
+def runner_training(overrides: list[str], steps: int, warmup: int = 5) -> dict:
+    """Examples/s of the real training loop (Trainer.run_epoch), data already in memory."""
+    cfg = compose(
+        [
+            *data_overrides(),
+            "device=cpu",
+            "trainer.progress=false",
+            f"trainer.max_steps={warmup + steps}",
+            "trainer.checkpoint_every=1000000",
+            *overrides,
+        ]
+    )
+    parts = build_components(cfg)
+    trainer = Trainer(cfg, REPO / "bench" / "scratch", parts)
+    trainer.writer = _NullWriter()
+    with tqdm(disable=True) as bar:
+        cfg.trainer.max_steps = warmup
+        trainer.run_epoch({}, bar)
+        cfg.trainer.max_steps = warmup + steps
+        started = time.perf_counter()
+        trainer.run_epoch({}, bar)
+        elapsed = time.perf_counter() - started
+    batch = int(cfg.trainer.batch_size)
+    return {
+        "examples_per_s": steps * batch / elapsed,
+        "ms_per_step": 1000 * elapsed / steps,
+        "steps": steps,
+        "batch_size": batch,
+    }
+
+
+def runner_is(overrides: list[str], examples: int, samples: int) -> dict:
+    """IS samples/s of the evaluator (chunks of samples as single batched passes)."""
+    cfg = compose([*data_overrides(), "device=cpu", *overrides])
+    parts = build_components(cfg)
+    split = parts.data.test.subset(examples)
+    started = time.perf_counter()
+    estimate_split(
+        parts.model,
+        parts.heads,
+        split,
+        samples,
+        int(cfg.eval.chunk_size),
+        int(cfg.eval.batch_size),
+        make_generator(parts.device, 0),
+        parts.device,
+    )
+    elapsed = time.perf_counter() - started
+    return {
+        "samples_per_s": examples * samples / elapsed,
+        "examples": examples,
+        "is_samples": samples,
+        "chunk_size": int(cfg.eval.chunk_size),
+    }
+
+
+class _NullWriter:
+    def add_scalar(self, *args, **kwargs) -> None:
+        pass
+
+
+def bench_dlgm1_vae(quick: bool) -> dict:
+    steps = 30 if quick else 200
+    cfg = compose([*data_overrides(), "device=cpu"])
+    parts = build_components(cfg)
+    images = parts.data.train.gather(torch.arange(min(len(parts.data.train), 10000))).flatten(1)
+    runner = runner_training(["model=dlgm1", "inference=vae"], steps)
+    plain = plain_vae.training_examples_per_second(images, steps)
+    examples, samples = (20, 200) if quick else (100, 1000)
+    runner_eval = runner_is(["model=dlgm1", "inference=vae"], examples, samples)
+    naive_eval = plain_vae.naive_is_samples_per_second(images[:examples], samples)
+    return {
+        "training": {
+            "runner": runner,
+            "plain_loop_examples_per_s": plain,
+            "ratio_runner_to_plain": runner["examples_per_s"] / plain,
+            "target": ">= 0.9",
+        },
+        "is_evaluation": {
+            "runner": runner_eval,
+            "naive_loop_samples_per_s": naive_eval,
+            "ratio_runner_to_naive": runner_eval["samples_per_s"] / naive_eval,
+            "target": ">= 2",
+        },
+    }
+
+
+# Further benchmarks register here as (name, "module:function"); each takes quick: bool.
+EXTRA_BENCHMARKS: list[tuple[str, str]] = []
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", default="bench/results.json")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke check)")
+    parser.add_argument("--only", nargs="*", help="run only these benchmarks")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    results = {
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "cuda": torch.cuda.is_available(),
+        },
+        "code_version": code_version(),
+        "data": data_overrides()[0],
+    }
+    benchmarks = [("dlgm1_vae", bench_dlgm1_vae)]
+    for name, target in EXTRA_BENCHMARKS:
+        module_name, function_name = target.split(":")
+        benchmarks.append((name, getattr(importlib.import_module(module_name), function_name)))
+    for name, function in benchmarks:
+        if args.only and name not in args.only:
+            continue
+        print(f"bench {name} ...", flush=True)
+        results[name] = function(args.quick)
+        print(json.dumps(results[name], indent=2), flush=True)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""Estimators on a linear-Gaussian model whose log p(x) is known in closed form."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from tests.linear_gaussian import LinearGaussianModel
+from vgp_bench.estimators import (
+    bound,
+    chunked_estimate,
+    importance_weighted_log_likelihood,
+)
+from vgp_bench.inference.base import build_heads
+from vgp_bench.inference.mean_field import MeanFieldHead
+
+
+def make_problem(fit_steps: int = 0):
+    """The model, a mean-field head (optionally fitted briefly by the bound) and data `[8, ...]`."""
+    torch.manual_seed(0)
+    model = LinearGaussianModel(x_dim=4, z_dim=2, noise=0.5, seed=0)
+    heads = build_heads(MeanFieldHead, model.sites)
+    x = model.sample_data(8, seed=3)
+    optimizer = torch.optim.Adam(heads.parameters(), lr=0.05)
+    generator = torch.Generator().manual_seed(5)
+    for _ in range(fit_steps):
+        optimizer.zero_grad()
+        (-model(x, heads, 16, generator).log_weights.mean()).backward()
+        optimizer.step()
+    return model, heads, x
+
+
+def test_bound_and_iwae_formulas() -> None:
+    log_weights = torch.tensor([[0.0, -1.0], [math.log(3.0), -1.0]])  # [S=2, B=2]
+    torch.testing.assert_close(bound(log_weights), torch.tensor([math.log(3.0) / 2, -1.0]))
+    torch.testing.assert_close(
+        importance_weighted_log_likelihood(log_weights), torch.tensor([math.log(2.0), -1.0])
+    )
+
+
+def test_importance_sampling_equals_bound_at_one_sample() -> None:
+    model, heads, x = make_problem()
+    log_weights = model(x, heads, 1, torch.Generator().manual_seed(1)).log_weights  # [1, B]
+    torch.testing.assert_close(importance_weighted_log_likelihood(log_weights), bound(log_weights))
+
+
+def test_chunking_does_not_change_the_estimate() -> None:
+    log_weights = torch.randn(100, 5, generator=torch.Generator().manual_seed(0)) * 3
+    chunks = iter(log_weights.split(7))
+    estimate = chunked_estimate(lambda count: next(chunks)[:count], 100, 7)
+    torch.testing.assert_close(
+        estimate.log_likelihood, importance_weighted_log_likelihood(log_weights)
+    )
+    torch.testing.assert_close(estimate.bound, bound(log_weights))
+
+
+def test_importance_sampling_converges_to_exact_log_likelihood() -> None:
+    model, heads, x = make_problem(fit_steps=20)
+    exact = model.log_marginal(x).float()  # [B]
+    generator = torch.Generator().manual_seed(2)
+    gaps = []
+    with torch.no_grad():
+        for samples in (1, 4, 64, 4096):
+            repeats = max(1, 16_384 // samples)
+            log_weights = model(x, heads, repeats * samples, generator).log_weights
+            per_repeat = log_weights.reshape(repeats, samples, -1)  # [R, K, B]
+            estimate = torch.logsumexp(per_repeat, dim=1) - math.log(samples)  # [R, B]
+            gaps.append(float((exact - estimate.mean(0)).mean()))
+    # E[log-likelihood gap] shrinks monotonically in K (Burda et al. 2016) towards 0
+    assert gaps[0] > 1.0
+    assert gaps[0] > gaps[1] > gaps[2] > gaps[3] > -0.01
+    assert gaps[3] < 0.05

@@ -1,0 +1,58 @@
+"""The DLGM: sites, shapes, the hierarchical prior, binary-only input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from vgp_bench.distributions import normal_log_prob, positive_scale, standard_normal_log_prob
+from vgp_bench.inference.base import build_heads
+from vgp_bench.inference.mean_field import MeanFieldHead
+from vgp_bench.models.dlgm import DLGM
+
+
+def binary_batch(batch: int = 5) -> torch.Tensor:
+    return torch.bernoulli(
+        torch.full((batch, 1, 6, 6), 0.4), generator=torch.Generator().manual_seed(0)
+    )
+
+
+@pytest.mark.parametrize(
+    ("latent_dims", "hidden_dims", "context_dim"),
+    [([4], [[16, 12]], 12), ([5, 3], [[16], [8, 7]], 16 + 7)],
+)
+def test_sites_and_trace_shapes(latent_dims, hidden_dims, context_dim) -> None:
+    torch.manual_seed(0)
+    model = DLGM((1, 6, 6), latent_dims, hidden_dims)
+    assert model.sites["z"].z_dim == sum(latent_dims)
+    assert model.sites["z"].context_dim == context_dim
+    heads = build_heads(MeanFieldHead, model.sites)
+    trace = model(binary_batch(), heads, 3, torch.Generator().manual_seed(1))
+    assert trace.log_p.shape == trace.log_q.shape == (3, 5)
+    assert set(trace.terms) >= {"log_likelihood", "log_prior"}
+    (-trace.log_weights.mean()).backward()
+    for parameter in [*model.parameters(), *heads.parameters()]:
+        assert parameter.grad is not None and torch.isfinite(parameter.grad).all()
+    assert model.sample(7, torch.Generator().manual_seed(0)).shape == (7, 1, 6, 6)
+    assert model.reconstruct(binary_batch(), heads).shape == (5, 1, 6, 6)
+
+
+def test_two_layer_prior_is_the_chain_rule() -> None:
+    torch.manual_seed(0)
+    model = DLGM((1, 6, 6), [5, 3], [[16], [8]])
+    z1, z2 = torch.randn(2, 4, 5), torch.randn(2, 4, 3)
+    mean, raw = model.conditional_nets[0](z2).chunk(2, dim=-1)
+    expected = standard_normal_log_prob(z2) + normal_log_prob(z1, mean, positive_scale(raw, 1e-4))
+    torch.testing.assert_close(model.log_prior([z1, z2]), expected)
+
+
+def test_grey_levels_are_refused() -> None:
+    model = DLGM((1, 6, 6), [4], [[8]])
+    heads = build_heads(MeanFieldHead, model.sites)
+    with pytest.raises(ValueError, match="non-binary"):
+        model(torch.full((2, 1, 6, 6), 0.5), heads)
+
+
+def test_mismatched_layer_config_is_explained() -> None:
+    with pytest.raises(ValueError, match="one entry per stochastic layer"):
+        DLGM((1, 6, 6), [4, 2], [[8]])

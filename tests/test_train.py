@@ -1,0 +1,222 @@
+"""The trainer: end-to-end runs, exact resume, checkpoints, health checks, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from hydra.errors import ConfigCompositionException
+
+from tests.helpers import REPO, TINY, compose_config
+from vgp_bench.checkpoint import load_checkpoint, save_checkpoint
+from vgp_bench.train import NonFiniteTrainingError, Trainer, build_components, train
+
+
+def parameters_of(run_dir: Path) -> dict[str, torch.Tensor]:
+    checkpoint = load_checkpoint(run_dir / "checkpoints" / "last.pt")
+    return {**checkpoint["model"], **{f"heads.{k}": v for k, v in checkpoint["heads"].items()}}
+
+
+def assert_same_parameters(first: Path, second: Path) -> None:
+    left, right = parameters_of(first), parameters_of(second)
+    assert left.keys() == right.keys()
+    for name in left:
+        assert torch.equal(left[name], right[name]), name
+
+
+def test_a_run_writes_everything_a_run_folder_holds(tmp_path: Path) -> None:
+    metrics = train(compose_config(TINY), tmp_path)
+    for name in ("config.yaml", "metrics.json", "samples.png", "reconstructions.png"):
+        assert (tmp_path / name).is_file(), name
+    assert (tmp_path / "checkpoints" / "last.pt").is_file()
+    assert (tmp_path / "checkpoints" / "best.pt").is_file()
+    assert any((tmp_path / "tensorboard").iterdir())
+    saved = json.loads((tmp_path / "metrics.json").read_text())
+    assert saved["status"] == metrics["status"] == "finished"
+    assert saved["epochs_completed"] == 2 and saved["steps"] == 8
+    assert [entry["epoch"] for entry in saved["history"]] == [1, 2]
+    assert {"train_bound", "valid_bound"} <= set(saved["history"][-1])
+    test = saved["test"]
+    assert test["is_samples"] == 8 and test["n_examples"] == 16
+    assert test["nll"] <= test["bound_nll"] + 0.05  # IS estimate above the bound on average
+    assert saved["dataset"]["name"] == "synthetic"
+    assert saved["dataset"]["split_sizes"] == {"train": 64, "valid": 16, "test": 16}
+    assert saved["model"] == "dlgm1" and saved["inference"] == "vae" and saved["seed"] == 0
+    assert saved["code_version"].startswith("0.1.0")
+
+
+@pytest.mark.parametrize("binarization", ["fixed", "dynamic"])
+def test_resume_is_bit_identical(tmp_path: Path, binarization: str) -> None:
+    common = [
+        *TINY,
+        f"dataset.binarization={binarization}",
+        "trainer.epochs=5",
+        "trainer.checkpoint_every=3",
+        "eval.at_end=false",
+    ]
+    # 4 steps per epoch: stop mid-epoch (step 6), then resume to step 13
+    train(compose_config([*common, "trainer.max_steps=6"]), tmp_path / "resumed")
+    train(compose_config([*common, "trainer.max_steps=13"]), tmp_path / "resumed")
+    train(compose_config([*common, "trainer.max_steps=13"]), tmp_path / "straight")
+    assert_same_parameters(tmp_path / "resumed", tmp_path / "straight")
+    resumed = load_checkpoint(tmp_path / "resumed" / "checkpoints" / "last.pt")
+    straight = load_checkpoint(tmp_path / "straight" / "checkpoints" / "last.pt")
+    assert resumed["state"]["step"] == straight["state"]["step"] == 13
+    assert torch.equal(resumed["generator"], straight["generator"])
+    for left, right in zip(
+        resumed["optimizer"]["state"].values(), straight["optimizer"]["state"].values()
+    ):
+        for key in left:
+            assert torch.equal(torch.as_tensor(left[key]), torch.as_tensor(right[key]))
+
+
+def test_resuming_with_another_model_is_refused(tmp_path: Path) -> None:
+    train(compose_config([*TINY, "trainer.max_steps=2", "eval.at_end=false"]), tmp_path)
+    with pytest.raises(ValueError, match="different 'model' config"):
+        train(compose_config([*TINY, "model.latent_dims=[4]"]), tmp_path)
+
+
+def test_checkpoint_writes_are_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "last.pt"
+    save_checkpoint({"value": torch.ones(2)}, path)
+
+    def exploding_save(*_args, **_kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", exploding_save)
+    with pytest.raises(OSError):
+        save_checkpoint({"value": torch.zeros(2)}, path)
+    monkeypatch.undo()
+    assert torch.equal(load_checkpoint(path)["value"], torch.ones(2))
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
+    path.write_bytes(b"truncated")
+    with pytest.raises(ValueError, match="unreadable"):
+        load_checkpoint(path)
+
+
+def test_nonfinite_bounds_are_skipped_then_stop_the_run(tmp_path: Path) -> None:
+    cfg = compose_config([*TINY, "trainer.max_nonfinite=3", "trainer.checkpoint_every=1"])
+    parts = build_components(cfg)
+    original_forward = parts.model.forward
+    calls = {"count": 0}
+
+    def sometimes_nan(x, heads, n_samples=1, generator=None):
+        calls["count"] += 1
+        trace = original_forward(x, heads, n_samples, generator)
+        if calls["count"] == 2 or calls["count"] >= 5:  # one isolated NaN, then NaN for good
+            trace.log_p = trace.log_p + float("nan")
+        return trace
+
+    parts.model.forward = sometimes_nan  # type: ignore[method-assign]
+    trainer = Trainer(cfg, tmp_path, parts)
+    with pytest.raises(NonFiniteTrainingError, match="3 steps in a row"):
+        trainer.fit()
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["status"] == "failed" and "NaN/Inf" in metrics["error"]
+    assert trainer.state.nonfinite_total == 4 and trainer.state.step == 3
+    checkpoint = load_checkpoint(tmp_path / "checkpoints" / "last.pt")
+    assert checkpoint["state"]["step"] == 3
+    assert all(torch.isfinite(v).all() for v in checkpoint["model"].values())
+
+
+def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "vgp_bench.train", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_cli_runs_end_to_end_with_overrides(tmp_path: Path) -> None:
+    result = run_cli([*TINY, f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "-log p(x)" in result.stdout
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["status"] == "finished"
+
+
+def test_cli_unknown_values_fail_clearly(tmp_path: Path) -> None:
+    result = run_cli([*TINY, "model=no_such_model"], cwd=tmp_path)
+    assert result.returncode != 0
+    assert "Could not find 'model/no_such_model'" in result.stderr
+    with pytest.raises(ConfigCompositionException, match="no_such_key"):
+        compose_config([*TINY, "trainer.no_such_key=1"])
+
+
+def test_cli_missing_data_is_one_line(tmp_path: Path) -> None:
+    result = run_cli(
+        [
+            "dataset=mnist",
+            f"data_dir={tmp_path}",
+            "device=cpu",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "vgp-data mnist" in lines[0], result.stderr
+
+
+def test_sigterm_checkpoints_and_resume_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+    common = [
+        *TINY,
+        "dataset.n_train=640",
+        "trainer.epochs=3",
+        "eval.at_end=false",
+        "trainer.image_every=0",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    interrupted = tmp_path / "interrupted"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vgp_bench.train",
+            *common,
+            f"hydra.run.dir={interrupted}",
+            "trainer.log_every=1",
+            "trainer.checkpoint_every=1000",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:  # wait until training has started
+        metrics_file = interrupted / "metrics.json"
+        if (interrupted / "tensorboard").exists() and metrics_file.exists():
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "SIGTERM" in stderr
+    assert json.loads((interrupted / "metrics.json").read_text())["status"] == "interrupted"
+    assert (
+        run_cli(
+            [*common, f"hydra.run.dir={interrupted}", "trainer.log_every=1"], cwd=tmp_path
+        ).returncode
+        == 0
+    )
+    straight = tmp_path / "straight"
+    assert (
+        run_cli(
+            [*common, f"hydra.run.dir={straight}", "trainer.log_every=1"], cwd=tmp_path
+        ).returncode
+        == 0
+    )
+    assert_same_parameters(interrupted, straight)
+    assert json.loads((interrupted / "metrics.json").read_text())["status"] == "finished"

@@ -1,0 +1,1 @@
+"""Throughput benchmarks (`make bench`): numbers, never pass/fail tests."""

@@ -1,0 +1,75 @@
+"""A plain single-file PyTorch VAE of the dlgm1 architecture: the baseline the runner must match."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class PlainVAE(nn.Module):
+    """784-200-200-(50) tanh encoder and 50-200-200-784 tanh decoder, Bernoulli likelihood."""
+
+    def __init__(self, pixels: int = 784, hidden: int = 200, latent: int = 50) -> None:
+        super().__init__()
+        self.encoder = nn.Sequential(
+            nn.Linear(pixels, hidden),
+            nn.Tanh(),
+            nn.Linear(hidden, hidden),
+            nn.Tanh(),
+            nn.Linear(hidden, 2 * latent),
+        )
+        self.decoder = nn.Sequential(
+            nn.Linear(latent, hidden),
+            nn.Tanh(),
+            nn.Linear(hidden, hidden),
+            nn.Tanh(),
+            nn.Linear(hidden, pixels),
+        )
+
+    def log_weights(self, x: Tensor, samples: int) -> Tensor:
+        """log p(x, z) - log q(z | x) for `samples` draws, `[S, B]`."""
+        mean, raw_scale = self.encoder(x).chunk(2, dim=-1)
+        scale = F.softplus(raw_scale) + 1e-4
+        noise = torch.randn(samples, *mean.shape)
+        z = mean + scale * noise
+        logits = self.decoder(z)
+        log_likelihood = -F.binary_cross_entropy_with_logits(
+            logits, x.expand_as(logits), reduction="none"
+        ).sum(-1)
+        log_prior = -0.5 * (z.pow(2) + math.log(2 * math.pi)).sum(-1)
+        log_q = -0.5 * (noise.pow(2) + math.log(2 * math.pi)).sum(-1) - scale.log().sum(-1)
+        return log_likelihood + log_prior - log_q
+
+
+def training_examples_per_second(images: Tensor, steps: int, batch_size: int = 100) -> float:
+    """Train with RMSProp for `steps` batches of flattened binary images `[N, 784]`."""
+    torch.manual_seed(0)
+    model = PlainVAE(images.shape[1])
+    optimizer = torch.optim.RMSprop(model.parameters(), lr=1e-3, alpha=0.95, eps=1e-6)
+    order = torch.randperm(images.shape[0])
+    started = time.perf_counter()
+    for step in range(steps):
+        start = (step * batch_size) % (images.shape[0] - batch_size)
+        x = images[order[start : start + batch_size]]
+        loss = -model.log_weights(x, 1).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return steps * batch_size / (time.perf_counter() - started)
+
+
+@torch.no_grad()
+def naive_is_samples_per_second(images: Tensor, samples: int, batch_size: int = 100) -> float:
+    """The common naive IS loop: one sample of z per forward pass, K passes per batch."""
+    torch.manual_seed(0)
+    model = PlainVAE(images.shape[1])
+    started = time.perf_counter()
+    for start in range(0, images.shape[0], batch_size):
+        x = images[start : start + batch_size]
+        log_weights = torch.stack([model.log_weights(x, 1)[0] for _ in range(samples)])
+        torch.logsumexp(log_weights, dim=0)
+    return images.shape[0] * samples / (time.perf_counter() - started)
