@@ -7,8 +7,9 @@ import math
 import signal
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,13 +19,15 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
-from torch import nn
+from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
 from torch.optim.lr_scheduler import LambdaLR
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from vgp_bench.checkpoint import load_checkpoint, save_checkpoint, write_json
-from vgp_bench.data.base import CorruptDataError, DatasetBundle, MissingDataError
+from vgp_bench.data.base import CorruptDataError, DatasetBundle, ImageSplit, MissingDataError
+from vgp_bench.distributed import DistributedContext, init_distributed, shutdown_distributed
 from vgp_bench.evaluate import estimate_split, format_summary, save_per_example
 from vgp_bench.images import reconstruction_pairs, save_grid
 from vgp_bench.inference.base import build_heads
@@ -39,7 +42,7 @@ from vgp_bench.runtime import (
 )
 
 # Keys that may change between an interrupted run and its resumption.
-RESUMABLE_CHANGES = ("trainer", "eval", "device", "data_dir")
+RESUMABLE_CHANGES = ("trainer", "eval", "device", "data_dir", "experiment_name")
 USER_ERRORS = (ConfigError, MissingDataError, CorruptDataError, FileNotFoundError, ValueError)
 
 
@@ -76,8 +79,33 @@ class RunState:
     nonfinite_total: int = 0
     wall_time_s: float = 0.0
     eval_at_epochs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    epoch_bound_sum: float = 0.0  # sum of training bounds over this epoch's finite steps
+    epoch_bound_sum: float = 0.0  # training bounds summed over this epoch's finite steps
     epoch_bound_count: int = 0
+
+
+class BoundObjective(nn.Module):
+    """Model and heads as one module (what DDP wraps): a batch's mean bound and named terms."""
+
+    def __init__(self, model: LatentVariableModel, heads: nn.ModuleDict) -> None:
+        super().__init__()
+        self.model = model
+        self.heads = heads
+
+    def forward(
+        self, x: Tensor, n_samples: int, generator: torch.Generator
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        trace = self.model(x, self.heads, n_samples, generator)
+        return trace.log_weights.mean(), {name: v.mean() for name, v in trace.terms.items()}
+
+
+class NullWriter:
+    """Stands in for TensorBoard on ranks other than 0."""
+
+    def add_scalar(self, *args: Any, **kwargs: Any) -> None: ...
+
+    def add_image(self, *args: Any, **kwargs: Any) -> None: ...
+
+    def close(self) -> None: ...
 
 
 def load_data(cfg: DictConfig) -> DatasetBundle:
@@ -86,9 +114,13 @@ def load_data(cfg: DictConfig) -> DatasetBundle:
     return build(cfg.dataset, data_dir=data_dir)
 
 
-def build_components(cfg: DictConfig, data: DatasetBundle | None = None) -> Components:
+def build_components(
+    cfg: DictConfig, data: DatasetBundle | None = None, context: DistributedContext | None = None
+) -> Components:
     """Dataset, model, heads, optimizer and schedule from the config (parameters seeded)."""
     device = resolve_device(str(cfg.device))
+    if context is not None and context.enabled and device.type == "cuda":
+        device = torch.device("cuda", context.local_rank)
     data = load_data(cfg) if data is None else data
     torch.manual_seed(int(cfg.seed))  # parameter initialisation
     model = build(cfg.model, x_shape=data.x_shape).to(device)
@@ -99,32 +131,10 @@ def build_components(cfg: DictConfig, data: DatasetBundle | None = None) -> Comp
     return Components(data.to(device), model, heads, optimizer, scheduler, device)
 
 
-def state_dicts(parts: Components, state: RunState, generator: torch.Generator) -> dict[str, Any]:
-    return {
-        "model": parts.model.state_dict(),
-        "heads": parts.heads.state_dict(),
-        "optimizer": parts.optimizer.state_dict(),
-        "scheduler": parts.scheduler.state_dict(),
-        "generator": generator.get_state(),
-        "state": asdict(state),
-    }
-
-
-def restore(parts: Components, checkpoint: dict[str, Any], generator: torch.Generator) -> RunState:
-    parts.model.load_state_dict(checkpoint["model"])
-    parts.heads.load_state_dict(checkpoint["heads"])
-    parts.optimizer.load_state_dict(checkpoint["optimizer"])
-    parts.scheduler.load_state_dict(checkpoint["scheduler"])
-    generator.set_state(checkpoint["generator"])
-    return RunState(**checkpoint["state"])
-
-
 def check_same_run(saved: dict[str, Any], current: dict[str, Any], run_dir: Path) -> None:
     """Refuse to resume a run folder whose run was made with another model/data/inference."""
     for key in sorted(set(saved) | set(current)):
-        if key in RESUMABLE_CHANGES or key == "experiment_name":
-            continue
-        if saved.get(key) != current.get(key):
+        if key not in RESUMABLE_CHANGES and saved.get(key) != current.get(key):
             raise ConfigError(
                 f"{run_dir} holds a run with a different '{key}' config; resume it with the "
                 "same settings, choose another hydra.run.dir, or pass trainer.resume=false"
@@ -149,6 +159,11 @@ def describe_run(cfg: DictConfig, data: DatasetBundle) -> dict[str, Any]:
     }
 
 
+def shard_seed(seed: int, shard: int) -> int:
+    """The noise seed of data shard `shard` of every batch (shard 0 uses the run's seed)."""
+    return seed + 1_000_003 * shard
+
+
 @contextmanager
 def stop_signals() -> Iterator[dict[str, int]]:
     """Turn SIGINT/SIGTERM into a request to checkpoint and stop after the current step."""
@@ -170,26 +185,162 @@ def stop_signals() -> Iterator[dict[str, int]]:
             signal.signal(signum, old)
 
 
-class Trainer:
-    """The training loop over Traces: it knows neither the model's nor the heads' internals."""
+def compile_with_fallback(module: nn.Module) -> Callable[..., Any]:
+    """torch.compile `module`; if compiling or its first call fails, warn and run eagerly."""
+    try:
+        compiled = torch.compile(module)
+    except Exception as error:  # backend missing on this platform
+        warnings.warn(
+            f"trainer.compile: torch.compile unavailable ({error}); running eagerly", stacklevel=2
+        )
+        return module
+    state = {"call": compiled}
 
-    def __init__(self, cfg: DictConfig, run_dir: str | Path, parts: Components) -> None:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return state["call"](*args, **kwargs)
+        except Exception as error:
+            if state["call"] is module:
+                raise
+            warnings.warn(
+                f"trainer.compile: compiled call failed ({type(error).__name__}: "
+                f"{error}); falling back to eager mode",
+                stacklevel=2,
+            )
+            state["call"] = module
+            return module(*args, **kwargs)
+
+    return call
+
+
+def evaluate_components(
+    parts: Components,
+    eval_cfg: DictConfig,
+    is_samples: int,
+    context: DistributedContext,
+    progress: bool = False,
+    run_dir: Path | None = None,
+    split_name: str | None = None,
+    subset: int | None = None,
+) -> dict[str, Any]:
+    """IS log-likelihood and bound on a split, sharded over ranks; per-example file when asked."""
+    split_name = split_name or str(eval_cfg.split)
+    split: ImageSplit | None = getattr(parts.data, split_name, None)
+    if split is None:
+        raise ConfigError(f"eval.split={split_name} does not exist for this dataset")
+    subset = subset if subset is not None else eval_cfg.subset
+    if subset:
+        split = split.subset(int(subset))
+    indices = torch.arange(len(split))[context.rank :: context.world_size]
+    estimate = estimate_split(
+        parts.model,
+        parts.heads,
+        split.select(indices),
+        is_samples,
+        int(eval_cfg.chunk_size),
+        int(eval_cfg.batch_size),
+        make_generator(parts.device, int(eval_cfg.seed) + context.rank),
+        parts.device,
+        progress=progress and context.is_main,
+        description=f"IS x{is_samples}",
+    )
+    if context.enabled:  # put every rank's examples back in split order
+        pieces = context.gather_objects((indices, estimate.log_likelihood, estimate.bound))
+        order = torch.cat([piece[0] for piece in pieces]).argsort()
+        estimate.log_likelihood = torch.cat([piece[1] for piece in pieces])[order]
+        estimate.bound = torch.cat([piece[2] for piece in pieces])[order]
+    summary = estimate.summary()
+    summary["split"] = split_name
+    if eval_cfg.save_per_example and run_dir is not None and context.is_main:
+        path = run_dir / f"{split_name}_per_example_k{is_samples}.h5"
+        save_per_example(estimate, path)
+        summary["per_example_file"] = path.name
+    return summary
+
+
+class Trainer:
+    """The training loop over Traces: it knows neither the model's nor the heads' internals.
+
+    Each global batch is cut into `world_size * trainer.micro_batches` shards; shard k draws
+    its noise (and dynamic binarization) from its own generator, so one process with
+    micro_batches = N computes exactly what N ranks with one shard each compute.
+    """
+
+    def __init__(
+        self,
+        cfg: DictConfig,
+        run_dir: str | Path,
+        parts: Components,
+        context: DistributedContext | None = None,
+    ) -> None:
         self.cfg = cfg
         self.trainer_cfg = cfg.trainer
         self.run_dir = Path(run_dir)
         self.parts = parts
-        self.generator = make_generator(parts.device, int(cfg.seed))
+        self.context = context or DistributedContext()
+        self.shards_per_rank = int(cfg.trainer.micro_batches)
+        if self.shards_per_rank < 1:
+            raise ConfigError("trainer.micro_batches must be >= 1")
+        self.total_shards = self.context.world_size * self.shards_per_rank
+        first_shard = self.context.rank * self.shards_per_rank
+        self.local_shards = list(range(first_shard, first_shard + self.shards_per_rank))
+        self.generators = [
+            make_generator(parts.device, shard_seed(int(cfg.seed), shard))
+            for shard in self.local_shards
+        ]
         self.state = RunState()
         self.checkpoint_dir = self.run_dir / "checkpoints"
         self.metrics: dict[str, Any] = {}
-        self.writer: SummaryWriter | None = None
+        self.writer: SummaryWriter | NullWriter = NullWriter()
         self.epoch_bound_sum = torch.zeros((), device=parts.device)  # folded into state on save
+        self.objective: Callable[..., Any] = BoundObjective(parts.model, parts.heads)
+        self.ddp: DistributedDataParallel | None = None
+
+    # -- set-up ------------------------------------------------------------------------------
+    def prepare_objective(self) -> None:
+        """Wrap model and heads for DDP and torch.compile as the config asks (after resume)."""
+        objective: nn.Module = BoundObjective(self.parts.model, self.parts.heads)
+        if self.context.enabled:
+            device_ids = [self.parts.device.index] if self.parts.device.type == "cuda" else None
+            self.ddp = DistributedDataParallel(
+                objective,
+                device_ids=device_ids,
+                find_unused_parameters=bool(self.trainer_cfg.find_unused_parameters),
+            )
+            objective = self.ddp
+        self.objective = compile_with_fallback(objective) if self.trainer_cfg.compile else objective
+
+    def autocast(self) -> Any:
+        precision = str(self.trainer_cfg.precision)
+        if precision == "fp32":
+            return nullcontext()
+        if precision == "bf16":
+            return torch.autocast(device_type=self.parts.device.type, dtype=torch.bfloat16)
+        raise ConfigError(f"trainer.precision must be fp32 or bf16, got {precision!r}")
 
     # -- bookkeeping -------------------------------------------------------------------------
     def save(self, name: str = "last.pt") -> None:
+        """Checkpoint (every rank takes part: the shard generators are gathered to rank 0)."""
         self.fold_epoch_bound()
-        checkpoint = state_dicts(self.parts, self.state, self.generator)
-        checkpoint["config"] = OmegaConf.to_container(self.cfg, resolve=True)
+        generator_states = [
+            state
+            for rank_states in self.context.gather_objects(
+                [generator.get_state() for generator in self.generators]
+            )
+            for state in rank_states
+        ]
+        if not self.context.is_main:
+            return
+        parts = self.parts
+        checkpoint = {
+            "model": parts.model.state_dict(),
+            "heads": parts.heads.state_dict(),
+            "optimizer": parts.optimizer.state_dict(),
+            "scheduler": parts.scheduler.state_dict(),
+            "generators": generator_states,
+            "state": asdict(self.state),
+            "config": OmegaConf.to_container(self.cfg, resolve=True),
+        }
         save_checkpoint(checkpoint, self.checkpoint_dir / name)
 
     def fold_epoch_bound(self) -> None:
@@ -198,6 +349,8 @@ class Trainer:
         self.epoch_bound_sum.zero_()
 
     def write_metrics(self, status: str, error: str | None = None) -> None:
+        if not self.context.is_main:
+            return
         self.metrics.update(
             status=status,
             error=error,
@@ -207,6 +360,7 @@ class Trainer:
             history=self.state.history,
             eval_at_epochs=self.state.eval_at_epochs,
             nonfinite_skipped=self.state.nonfinite_total,
+            world_size=self.context.world_size,
         )
         write_json(self.metrics, self.run_dir / "metrics.json")
 
@@ -214,11 +368,25 @@ class Trainer:
         path = self.checkpoint_dir / "last.pt"
         if not (self.trainer_cfg.resume and path.exists()):
             return False
-        checkpoint = load_checkpoint(path, map_location=self.parts.device)
+        checkpoint = load_checkpoint(path, map_location="cpu")
         current = OmegaConf.to_container(self.cfg, resolve=True)
         assert isinstance(current, dict)
         check_same_run(checkpoint["config"], current, self.run_dir)
-        self.state = restore(self.parts, checkpoint, self.generator)
+        states = checkpoint["generators"]
+        if len(states) != self.total_shards:
+            raise ConfigError(
+                f"{path} was written with {len(states)} data shards (ranks x "
+                f"trainer.micro_batches) but this run has {self.total_shards}; resume with the "
+                "same number of processes and micro-batches"
+            )
+        parts = self.parts
+        parts.model.load_state_dict(checkpoint["model"])
+        parts.heads.load_state_dict(checkpoint["heads"])
+        parts.optimizer.load_state_dict(checkpoint["optimizer"])
+        parts.scheduler.load_state_dict(checkpoint["scheduler"])
+        for generator, shard in zip(self.generators, self.local_shards, strict=True):
+            generator.set_state(states[shard])
+        self.state = RunState(**checkpoint["state"])
         return True
 
     # -- the loop ----------------------------------------------------------------------------
@@ -228,61 +396,87 @@ class Trainer:
             return True
         return self.state.epoch >= int(self.trainer_cfg.epochs)
 
-    def training_step(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor], bool]:
-        parts = self.parts
-        trace = parts.model(x, parts.heads, int(self.trainer_cfg.n_samples), self.generator)
-        bound = trace.log_weights.mean()
+    def training_step(
+        self, indices: Tensor, stop_requested: bool = False
+    ) -> tuple[Tensor, dict[str, Tensor], bool, bool]:
+        """One update on the global batch `indices`: (bound, terms, finite, stop agreed)."""
+        parts, cfg = self.parts, self.trainer_cfg
+        shards = indices.tensor_split(self.total_shards)
+        batch_size = indices.numel()
+        # DDP averages gradients over ranks: scale each rank's share back to a sum
+        scale = float(self.context.world_size)
         parts.optimizer.zero_grad(set_to_none=True)
-        (-bound).backward()
-        clip = self.trainer_cfg.grad_clip
+        bound_total = torch.zeros((), device=parts.device)
+        terms_total: dict[str, Tensor] = {}
+        for position, (shard, generator) in enumerate(
+            zip(self.local_shards, self.generators, strict=True)
+        ):
+            shard_indices = shards[shard]
+            x = parts.data.train.gather(shard_indices, generator)
+            last = position == len(self.local_shards) - 1
+            sync = self.ddp.no_sync() if self.ddp is not None and not last else nullcontext()
+            with sync:
+                with self.autocast():
+                    bound, terms = self.objective(x, int(cfg.n_samples), generator)
+                weight = shard_indices.numel() / batch_size
+                (-(bound.float() * weight * scale)).backward()
+            bound_total = bound_total + bound.detach().float() * weight * scale
+            for name, value in terms.items():
+                terms_total[name] = terms_total.get(name, 0.0) + value.detach().float() * weight
+        clip = cfg.grad_clip
         grad_norm = torch.nn.utils.clip_grad_norm_(
             parts.parameters, float(clip) if clip else math.inf
         )
-        finite = bool(torch.isfinite(bound) & torch.isfinite(grad_norm))  # the one sync a step
+        flags = torch.stack(
+            [
+                torch.isfinite(bound_total),
+                torch.isfinite(grad_norm),
+                torch.tensor(not stop_requested, device=parts.device),
+            ]
+        )
+        finite_bound, finite_grad, keep_going = self.context.all_true(flags).tolist()  # one sync
+        finite = finite_bound and finite_grad
         if finite:
             parts.optimizer.step()
             parts.scheduler.step()
-        terms = {name: value.detach().mean() for name, value in trace.terms.items()}
-        terms["grad_norm"] = grad_norm.detach()
-        return bound.detach(), terms, finite
+        terms_total = {name: value * scale for name, value in terms_total.items()}
+        terms_total["grad_norm"] = grad_norm.detach()
+        return bound_total, terms_total, finite, not keep_going
 
     def log_scalars(
-        self, sums: dict[str, torch.Tensor], count: int, examples_per_s: float
+        self, sums: dict[str, Tensor], count: int, examples_per_s: float
     ) -> dict[str, float]:
         values = {name: float(total) / count for name, total in sums.items()}
         values["lr"] = self.parts.scheduler.get_last_lr()[0]
         values["examples_per_s"] = examples_per_s
+        main_scalars = ("bound", "lr", "grad_norm", "examples_per_s")
         for name, value in values.items():
-            prefix = (
-                "train" if name in ("bound", "lr", "grad_norm", "examples_per_s") else "train_terms"
-            )
-            self.writer.add_scalar(f"{prefix}/{name}", value, self.state.step)  # type: ignore[union-attr]
+            prefix = "train" if name in main_scalars else "train_terms"
+            self.writer.add_scalar(f"{prefix}/{name}", value, self.state.step)
         return values
 
     def log_head_extras(self) -> None:
         """Kernel hyperparameters, jitter and similar diagnostics the heads expose."""
         for site, head in self.parts.heads.items():
-            extras = getattr(head, "last_extras", None)
-            for name, value in (extras or {}).items():
-                self.writer.add_scalar(f"heads/{site}/{name}", float(value), self.state.step)  # type: ignore[union-attr]
+            for name, value in (getattr(head, "last_extras", None) or {}).items():
+                self.writer.add_scalar(f"heads/{site}/{name}", float(value), self.state.step)
 
-    def run_epoch(self, stop_request: dict[str, int], bar: tqdm) -> bool:
-        """Train until the epoch ends; False when stopped early (signal or max_steps)."""
+    def run_epoch(self, stop_request: dict[str, int], bar: tqdm) -> tuple[bool, bool]:
+        """Train to the end of the epoch: (epoch completed, stop agreed by every rank)."""
         cfg = self.trainer_cfg
         train_split = self.parts.data.train
         order = train_split.epoch_order(self.state.epoch, int(self.cfg.seed))
-        batches = train_split.batches(
+        batches = train_split.batch_indices(
             int(cfg.batch_size),
             order,
             start=self.state.batch_in_epoch,
-            generator=self.generator,
             drop_last=bool(cfg.drop_last),
         )
         log_every = int(cfg.log_every)
-        sums: dict[str, torch.Tensor] = {}
+        sums: dict[str, Tensor] = {}
         count, window_start, window_examples = 0, time.perf_counter(), 0
-        for x in batches:
-            bound, terms, finite = self.training_step(x)
+        for indices in batches:
+            bound, terms, finite, stop = self.training_step(indices, bool(stop_request))
             self.state.batch_in_epoch += 1
             if finite:
                 self.state.step += 1
@@ -292,7 +486,7 @@ class Trainer:
                 for name, value in {"bound": bound, **terms}.items():
                     sums[name] = sums.get(name, 0.0) + value
                 count += 1
-                window_examples += x.shape[0]
+                window_examples += indices.numel()
                 bar.update(1)
             else:
                 self.on_nonfinite()
@@ -302,28 +496,27 @@ class Trainer:
                 self.log_head_extras()
                 bar.set_postfix(bound=f"{values['bound']:.2f}", refresh=False)
                 sums, count, window_start, window_examples = {}, 0, time.perf_counter(), 0
-            if self.state.step and self.state.step % int(cfg.checkpoint_every) == 0 and finite:
+            if finite and self.state.step % int(cfg.checkpoint_every) == 0:
                 self.save()
-            if stop_request or self.finished_training():
-                return False
+            if stop or self.finished_training():
+                return False, stop
         self.state.epoch += 1
         self.state.batch_in_epoch = 0
-        return True
+        return True, False
 
     def on_nonfinite(self) -> None:
         self.state.nonfinite_in_row += 1
         self.state.nonfinite_total += 1
-        if self.writer is not None:
-            self.writer.add_scalar(
-                "health/nonfinite_skipped", self.state.nonfinite_total, self.state.step
-            )
+        self.writer.add_scalar(
+            "health/nonfinite_skipped", self.state.nonfinite_total, self.state.step
+        )
         limit = int(self.trainer_cfg.max_nonfinite)
         if self.state.nonfinite_in_row >= limit:
             raise NonFiniteTrainingError(
                 f"the bound or its gradient was NaN/Inf for {limit} steps in a row (step "
                 f"{self.state.step}); the last good checkpoint is "
-                f"{self.checkpoint_dir / 'last.pt'}; "
-                "lower optim.optimizer.lr or set trainer.grad_clip"
+                f"{self.checkpoint_dir / 'last.pt'}; lower optim.optimizer.lr or set "
+                "trainer.grad_clip"
             )
 
     def end_of_epoch(self) -> None:
@@ -332,29 +525,26 @@ class Trainer:
         self.fold_epoch_bound()
         if self.state.epoch_bound_count:
             record["train_bound"] = self.state.epoch_bound_sum / self.state.epoch_bound_count
-            self.writer.add_scalar("train/epoch_bound", record["train_bound"], self.state.step)  # type: ignore[union-attr]
+            self.writer.add_scalar("train/epoch_bound", record["train_bound"], self.state.step)
         self.state.epoch_bound_sum, self.state.epoch_bound_count = 0.0, 0
         if parts.data.valid is not None and cfg.valid_samples:
-            valid = parts.data.valid
-            if cfg.valid_subset:
-                valid = valid.subset(int(cfg.valid_subset))
-            estimate = estimate_split(
-                parts.model,
-                parts.heads,
-                valid,
+            summary = evaluate_components(
+                parts,
+                self.cfg.eval,
                 int(cfg.valid_samples),
-                int(self.cfg.eval.chunk_size),
-                int(self.cfg.eval.batch_size),
-                make_generator(parts.device, int(self.cfg.eval.seed) + epoch),
-                parts.device,
+                self.context,
+                split_name="valid",
+                subset=cfg.valid_subset or 0,
             )
-            record["valid_bound"] = float(estimate.bound.mean())
-            self.writer.add_scalar("valid/bound", record["valid_bound"], self.state.step)  # type: ignore[union-attr]
+            record["valid_bound"] = -summary["bound_nll"]
+            self.writer.add_scalar("valid/bound", record["valid_bound"], self.state.step)
             if record["valid_bound"] > self.state.best_valid_bound:
                 self.state.best_valid_bound = record["valid_bound"]
                 self.save("best.pt")
         if epoch in [int(e) for e in cfg.eval_at_epochs]:
-            summary = self.evaluate_test(int(self.cfg.eval.epoch_is_samples))
+            summary = evaluate_components(
+                parts, self.cfg.eval, int(self.cfg.eval.epoch_is_samples), self.context
+            )
             self.state.eval_at_epochs[str(epoch)] = {
                 "test_bound_nll": summary["bound_nll"],
                 "test_bound_nll_stderr": summary["bound_nll_stderr"],
@@ -362,9 +552,9 @@ class Trainer:
                 "is_samples": summary["is_samples"],
                 "n_examples": summary["n_examples"],
             }
-            self.writer.add_scalar("test/bound_nll", summary["bound_nll"], self.state.step)  # type: ignore[union-attr]
+            self.writer.add_scalar("test/bound_nll", summary["bound_nll"], self.state.step)
         self.state.history.append(record)
-        if cfg.image_every and epoch % int(cfg.image_every) == 0:
+        if cfg.image_every and epoch % int(cfg.image_every) == 0 and self.context.is_main:
             self.save_images()
 
     @torch.no_grad()
@@ -373,9 +563,8 @@ class Trainer:
         parts.model.eval()
         parts.heads.eval()
         image_generator = make_generator(parts.device, int(self.cfg.seed) + 7)
-        samples = parts.model.sample(count, image_generator)
-        grid = save_grid(samples, self.run_dir / "samples.png")
-        self.writer.add_image("samples", grid, self.state.step)  # type: ignore[union-attr]
+        grid = save_grid(parts.model.sample(count, image_generator), self.run_dir / "samples.png")
+        self.writer.add_image("samples", grid, self.state.step)
         test = parts.data.test
         originals = test.gather(torch.arange(min(32, len(test))), image_generator)
         reconstructions = parts.model.reconstruct(originals, parts.heads, image_generator)
@@ -384,15 +573,18 @@ class Trainer:
             self.run_dir / "reconstructions.png",
             columns=16,
         )
-        self.writer.add_image("reconstructions", grid, self.state.step)  # type: ignore[union-attr]
+        self.writer.add_image("reconstructions", grid, self.state.step)
         for name, images in parts.model.extra_figures(8, image_generator).items():
-            columns = max(1, images.shape[0] // 8)
-            save_grid(images, self.run_dir / f"{name}.png", columns=columns)
+            save_grid(images, self.run_dir / f"{name}.png", columns=max(1, images.shape[0] // 8))
         parts.model.train()
         parts.heads.train()
 
-    def evaluate_test(self, is_samples: int, progress: bool = False) -> dict[str, Any]:
-        return evaluate_components(self.parts, self.cfg.eval, is_samples, progress, self.run_dir)
+    def steps_planned(self) -> int:
+        cfg = self.trainer_cfg
+        examples, batch = len(self.parts.data.train), int(cfg.batch_size)
+        per_epoch = examples // batch if cfg.drop_last else -(-examples // batch)
+        total = int(cfg.epochs) * per_epoch
+        return total if cfg.max_steps is None else min(total, int(cfg.max_steps))
 
     def fit(self) -> dict[str, Any]:
         """Train (resuming when the run folder holds a checkpoint), then evaluate on test."""
@@ -401,46 +593,43 @@ class Trainer:
 
     def _fit(self, stop_request: dict[str, int]) -> dict[str, Any]:
         cfg = self.trainer_cfg
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        main = self.context.is_main
+        if main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
         resumed = self.resume_if_possible()
-        OmegaConf.save(self.cfg, self.run_dir / "config.yaml", resolve=True)
+        self.prepare_objective()
         self.metrics = describe_run(self.cfg, self.parts.data)
         previous = self.run_dir / "metrics.json"
         if resumed and previous.exists():
             self.metrics = {**json.loads(previous.read_text()), **self.metrics}
-        self.writer = SummaryWriter(str(self.run_dir / "tensorboard"))
-        steps_per_epoch = (
-            len(self.parts.data.train) // int(cfg.batch_size)
-            if cfg.drop_last
-            else -(-len(self.parts.data.train) // int(cfg.batch_size))
-        )
-        total_steps = int(cfg.epochs) * steps_per_epoch
-        if cfg.max_steps is not None:
-            total_steps = min(total_steps, int(cfg.max_steps))
+        if main:
+            OmegaConf.save(self.cfg, self.run_dir / "config.yaml", resolve=True)
+            self.writer = SummaryWriter(str(self.run_dir / "tensorboard"))
         self.write_metrics("running")
         steps_before = self.state.step
         try:
             with tqdm(
-                total=total_steps,
+                total=self.steps_planned(),
                 initial=self.state.step,
                 desc="train",
                 unit="step",
-                disable=not cfg.progress,
+                disable=not (cfg.progress and main),
                 dynamic_ncols=True,
             ) as bar:
                 while not self.finished_training():
                     started = time.perf_counter()
-                    completed = self.run_epoch(stop_request, bar)
+                    completed, stop = self.run_epoch(stop_request, bar)
                     self.state.wall_time_s += time.perf_counter() - started
-                    if stop_request:
+                    if stop:
                         self.save()
                         self.write_metrics("interrupted")
-                        signal_name = signal.Signals(stop_request["signal"]).name
-                        print(
-                            f"vgp-train: {signal_name}: checkpoint saved in {self.checkpoint_dir}; "
-                            "run the same command again to resume",
-                            file=sys.stderr,
-                        )
+                        if main:
+                            name = signal.Signals(stop_request.get("signal", signal.SIGTERM)).name
+                            print(
+                                f"vgp-train: {name}: checkpoint saved in {self.checkpoint_dir}; "
+                                "run the same command again to resume",
+                                file=sys.stderr,
+                            )
                         return self.metrics
                     if completed:
                         self.end_of_epoch()
@@ -448,8 +637,13 @@ class Trainer:
                     self.write_metrics("running")
             trained = self.state.step > steps_before
             if self.cfg.eval.at_end and (trained or "test" not in self.metrics):
-                self.metrics["test"] = self.evaluate_test(
-                    int(self.cfg.eval.is_samples), progress=bool(cfg.progress)
+                self.metrics["test"] = evaluate_components(
+                    self.parts,
+                    self.cfg.eval,
+                    int(self.cfg.eval.is_samples),
+                    self.context,
+                    progress=bool(cfg.progress),
+                    run_dir=self.run_dir,
                 )
             self.write_metrics("finished")
         except NonFiniteTrainingError as error:
@@ -460,40 +654,18 @@ class Trainer:
         return self.metrics
 
 
-def evaluate_components(
-    parts: Components, eval_cfg: DictConfig, is_samples: int, progress: bool, run_dir: Path | None
-) -> dict[str, Any]:
-    """IS log-likelihood and bound on the evaluation split; per-example file when asked."""
-    split = getattr(parts.data, str(eval_cfg.split))
-    if split is None:
-        raise ConfigError(f"eval.split={eval_cfg.split} does not exist for this dataset")
-    if eval_cfg.subset:
-        split = split.subset(int(eval_cfg.subset))
-    estimate = estimate_split(
-        parts.model,
-        parts.heads,
-        split,
-        is_samples,
-        int(eval_cfg.chunk_size),
-        int(eval_cfg.batch_size),
-        make_generator(parts.device, int(eval_cfg.seed)),
-        parts.device,
-        progress=progress,
-        description=f"IS x{is_samples}",
-    )
-    summary = estimate.summary()
-    summary["split"] = str(eval_cfg.split)
-    if eval_cfg.save_per_example and run_dir is not None:
-        path = run_dir / f"{eval_cfg.split}_per_example_k{is_samples}.h5"
-        save_per_example(estimate, path)
-        summary["per_example_file"] = path.name
-    return summary
-
-
 def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
-    """Train and evaluate one run in `run_dir`; returns the metrics also written to metrics.json."""
-    parts = build_components(cfg)
-    return Trainer(cfg, run_dir, parts).fit()
+    """Train and evaluate one run in `run_dir`; returns the metrics also written to metrics.json.
+
+    Under torchrun every rank calls this; rank 0's run folder is used by all.
+    """
+    context = init_distributed(cfg.trainer.get("ddp_backend"))
+    try:
+        run_dir = context.broadcast_object(str(run_dir))
+        parts = build_components(cfg, context=context)
+        return Trainer(cfg, run_dir, parts, context).fit()
+    finally:
+        shutdown_distributed(context)
 
 
 def evaluate_checkpoint(
@@ -514,7 +686,14 @@ def evaluate_checkpoint(
     parts.model.load_state_dict(checkpoint["model"])
     parts.heads.load_state_dict(checkpoint["heads"])
     run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
-    summary = evaluate_components(parts, cfg.eval, int(cfg.eval.is_samples), True, run_dir)
+    summary = evaluate_components(
+        parts,
+        cfg.eval,
+        int(cfg.eval.is_samples),
+        DistributedContext(),
+        progress=True,
+        run_dir=run_dir,
+    )
     summary["checkpoint"] = path.name
     metrics_path = run_dir / "metrics.json"
     if metrics_path.exists():
@@ -537,10 +716,10 @@ def _hydra_main(cfg: DictConfig) -> None:
         sys.exit(1)
     if metrics.get("status") == "interrupted":
         sys.exit(130)
-    if "test" in metrics:
+    if "test" in metrics and metrics.get("world_size", 1) >= 1:
         print(
-            f"\n{metrics['model']} + {metrics['inference']} on {metrics['dataset']['name']} "
-            f"({run_dir})"
+            f"\n{metrics.get('model')} + {metrics.get('inference')} on "
+            f"{metrics.get('dataset', {}).get('name')} ({run_dir})"
         )
         print(format_summary(metrics["test"]))
 

@@ -30,9 +30,13 @@ class ImageSplit:
 
     def __init__(self, images: Tensor, dynamic: bool = False, labels: Tensor | None = None):
         if images.dtype != torch.uint8 or images.dim() != 4:
-            raise ValueError(f"images must be uint8 [N, C, H, W], got {images.dtype} {tuple(images.shape)}")
+            raise ValueError(
+                f"images must be uint8 [N, C, H, W], got {images.dtype} {tuple(images.shape)}"
+            )
         if not dynamic and images.numel() and int(images.max()) > 1:
-            raise ValueError("a fixed split must hold binary images (0/1); pass dynamic=True for grey levels")
+            raise ValueError(
+                "a fixed split must hold binary images (0/1); pass dynamic=True for grey levels"
+            )
         self.images = images
         self.dynamic = dynamic
         self.labels = labels
@@ -47,6 +51,12 @@ class ImageSplit:
     def to(self, device: torch.device | str) -> ImageSplit:
         labels = None if self.labels is None else self.labels.to(device)
         return ImageSplit(self.images.to(device), self.dynamic, labels)
+
+    def select(self, indices: Tensor) -> ImageSplit:
+        """The images at `indices` (for sharding a split across ranks)."""
+        indices = indices.to(self.images.device)
+        labels = None if self.labels is None else self.labels.index_select(0, indices)
+        return ImageSplit(self.images.index_select(0, indices), self.dynamic, labels)
 
     def subset(self, count: int) -> ImageSplit:
         """The first `count` images (for smoke runs and tests)."""
@@ -66,15 +76,25 @@ class ImageSplit:
         order_generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
         return torch.randperm(len(self), generator=order_generator)
 
-    def batches(
-        self, batch_size: int, order: Tensor | None = None, start: int = 0,
-        generator: torch.Generator | None = None, drop_last: bool = False,
+    def batch_indices(
+        self, batch_size: int, order: Tensor | None = None, start: int = 0, drop_last: bool = False
     ) -> Iterator[Tensor]:
-        """Batches in `order` (default: stored order) starting at batch number `start`."""
+        """Index tensors of the batches in `order` (default: stored order) from batch `start`."""
         order = torch.arange(len(self)) if order is None else order
         n_batches = len(self) // batch_size if drop_last else -(-len(self) // batch_size)
         for batch_number in range(start, n_batches):
-            indices = order[batch_number * batch_size : (batch_number + 1) * batch_size]
+            yield order[batch_number * batch_size : (batch_number + 1) * batch_size]
+
+    def batches(
+        self,
+        batch_size: int,
+        order: Tensor | None = None,
+        start: int = 0,
+        generator: torch.Generator | None = None,
+        drop_last: bool = False,
+    ) -> Iterator[Tensor]:
+        """Batches of images in `order` (default: stored order) starting at batch `start`."""
+        for indices in self.batch_indices(batch_size, order, start, drop_last):
             yield self.gather(indices, generator)
 
 

@@ -1,0 +1,75 @@
+"""Data parallelism through torch.distributed (torchrun): rank bookkeeping and small collectives."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistributedContext:
+    """Where this process stands among the ranks; world_size 1 means no distribution."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    def all_true(self, flags: torch.Tensor) -> torch.Tensor:
+        """Element-wise AND of a boolean vector over the ranks (one collective)."""
+        if not self.enabled:
+            return flags
+        as_int = flags.to(torch.int32)
+        dist.all_reduce(as_int, op=dist.ReduceOp.MIN)
+        return as_int.bool()
+
+    def gather_objects(self, value: Any) -> list[Any]:
+        """Every rank's `value`, in rank order, on every rank."""
+        if not self.enabled:
+            return [value]
+        gathered: list[Any] = [None] * self.world_size
+        dist.all_gather_object(gathered, value)
+        return gathered
+
+    def broadcast_object(self, value: Any) -> Any:
+        """Rank 0's `value` on every rank."""
+        if not self.enabled:
+            return value
+        holder = [value]
+        dist.broadcast_object_list(holder, src=0)
+        return holder[0]
+
+    def barrier(self) -> None:
+        if self.enabled:
+            dist.barrier()
+
+
+def init_distributed(backend: str | None = None) -> DistributedContext:
+    """Join the process group torchrun describes in the environment (no-op when alone)."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size <= 1:
+        return DistributedContext()
+    rank = int(os.environ["RANK"])
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if not dist.is_initialized():
+        chosen = backend or ("nccl" if torch.cuda.is_available() else "gloo")
+        if chosen == "nccl":
+            torch.cuda.set_device(local_rank)
+        dist.init_process_group(backend=chosen)
+    return DistributedContext(rank=rank, world_size=world_size, local_rank=local_rank)
+
+
+def shutdown_distributed(context: DistributedContext) -> None:
+    if context.enabled and dist.is_initialized():
+        dist.destroy_process_group()

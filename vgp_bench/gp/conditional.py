@@ -1,0 +1,116 @@
+"""The GP conditional of Eq. 4 at a batch of latent inputs, by triangular solves only.
+
+For a query xi, variational inputs S (kernel matrix K_ss = L L^T) and outputs T:
+
+    a = L^{-1} k_sx,   w = L^{-T} a  (= K_ss^{-1} k_sx),   mean = w^T T,
+    variance = k(xi, xi) - ||a||^2   (the same for all d outputs).
+
+K_ss^{-1} and K_ss^{-1} T are never formed, so per-example outputs T cost only w^T T.
+Shapes: queries are `[*lead, c]`; the inputs `[*I, M, c]` and outputs `[*O, M, d]` carry
+batch shapes I and O that are suffixes of `lead` (empty for global inputs): with
+lead = (S, B), global inputs have I = (), amortized per-example ones I = (B,), per-sample
+ones I = (S, B).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from torch import Tensor
+from torch.linalg import solve_triangular
+
+from vgp_bench.gp.kernels import ARDKernel
+
+
+def _split_lead(lead: tuple[int, ...], batch: tuple[int, ...], what: str) -> int:
+    """Number of queries per batch element when `batch` is a suffix of `lead`."""
+    if len(batch) > len(lead) or tuple(lead[len(lead) - len(batch) :]) != tuple(batch):
+        raise ValueError(f"{what} batch shape {tuple(batch)} is not a suffix of {tuple(lead)}")
+    return math.prod(lead[: len(lead) - len(batch)])
+
+
+def batched_contract(weights: Tensor, matrix: Tensor) -> Tensor:
+    """sum_k weights[..., k] matrix[..., k, :] for weights `[*lead, K]`, matrix `[*O, K, d]`.
+
+    O is a suffix of lead; runs as one batched matmul, `[*lead, d]`.
+    """
+    lead, batch = weights.shape[:-1], matrix.shape[:-2]
+    count = _split_lead(lead, batch, "matrix")
+    rows = weights.reshape(count, *batch, weights.shape[-1]).movedim(0, -2)  # [*O, n, K]
+    product = rows @ matrix  # [*O, n, d]
+    return product.movedim(-2, 0).reshape(*lead, matrix.shape[-1])
+
+
+def conditional_weights(
+    kernel: ARDKernel, inputs: Tensor, factor: Tensor, query: Tensor, min_variance: Tensor
+) -> tuple[Tensor, Tensor]:
+    """w = K_ss^{-1} k_sx `[*lead, M]` and the variance `[*lead]` of Eq. 4 at each query.
+
+    `inputs` `[*I, M, c]`, `factor` `[*I, M, M]` (lower Cholesky of K_ss + jitter I), `query`
+    `[*lead, c]`; the variance is clamped below at `min_variance` (`[*I]` or a scalar).
+    """
+    lead, batch = query.shape[:-1], inputs.shape[:-2]
+    count = _split_lead(lead, batch, "inputs")
+    columns = query.reshape(count, *batch, query.shape[-1]).movedim(0, -2)  # [*I, n, c]
+    cross = kernel(inputs, columns)  # [*I, M, n]
+    projection = solve_triangular(factor, cross, upper=False)  # a: [*I, M, n]
+    weights = solve_triangular(factor.transpose(-1, -2), projection, upper=True)  # w
+    variance = kernel.diagonal(columns) - projection.pow(2).sum(-2)  # [*I, n]
+    floor = min_variance.unsqueeze(-1) if min_variance.dim() else min_variance
+    variance = variance.maximum(floor)
+    weights = weights.movedim(-1, 0).reshape(*lead, inputs.shape[-2])  # [*lead, M]
+    return weights, variance.movedim(-1, 0).reshape(lead)
+
+
+@dataclass
+class DenseOutputs:
+    """Variational outputs T `[*O, M, d]` as the paper has them (a head emits all m x d)."""
+
+    outputs: Tensor  # [*O, M, d]
+
+    def mean(self, weights: Tensor) -> Tensor:
+        """mu(xi) = w^T T, `[*lead, d]` (Eq. 4)."""
+        return batched_contract(weights, self.outputs)
+
+    def dense(self) -> Tensor:
+        """T itself, `[*O, M, d]`."""
+        return self.outputs
+
+
+@dataclass
+class LowRankOutputs:
+    """T = 1 t0^T + U V with t0 `[*O, d]`, U `[*O, M, r]`, V `[*O, r, d]`.
+
+    The mean w^T T = (sum_n w_n) t0 + (w^T U) V costs O(r (m + d)) per query and T is never
+    formed; a head emitting (t0, U, V) makes d + r (m + d) numbers per example instead of m d.
+    """
+
+    offset: Tensor  # [*O, d]
+    left: Tensor  # [*O, M, r]
+    right: Tensor  # [*O, r, d]
+
+    def mean(self, weights: Tensor) -> Tensor:
+        """mu(xi) = w^T T without forming T, `[*lead, d]` (Eq. 4)."""
+        projected = batched_contract(weights, self.left)  # [*lead, r]
+        return weights.sum(-1, keepdim=True) * self.offset + batched_contract(projected, self.right)
+
+    def dense(self) -> Tensor:
+        """The T this represents, `[*O, M, d]` (for tests and inspection)."""
+        return self.offset.unsqueeze(-2) + self.left @ self.right
+
+
+VariationalOutputs = DenseOutputs | LowRankOutputs
+
+
+def conditional_mean_variance(
+    kernel: ARDKernel,
+    inputs: Tensor,
+    factor: Tensor,
+    outputs: VariationalOutputs,
+    query: Tensor,
+    min_variance: Tensor,
+) -> tuple[Tensor, Tensor]:
+    """Mean `[*lead, d]` and variance `[*lead]` of f(xi) given the variational data (Eq. 4)."""
+    weights, variance = conditional_weights(kernel, inputs, factor, query, min_variance)
+    return outputs.mean(weights), variance
