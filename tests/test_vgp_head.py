@@ -159,6 +159,8 @@ CONFIGURATIONS = [
     {"objective": "hierarchical", "aux_samples": 2, "mean_field_scale": "gp"},
     {"objective": "paper", "inputs": "amortized", "outputs": "low_rank", "outputs_rank": 3},
     {"objective": "paper", "hidden_dims": (8,), "mean_field_scale": "gp"},
+    {"objective": "collapsed", "outputs": "shared_basis", "outputs_rank": 3},
+    {"objective": "hierarchical", "outputs": "shared_basis", "outputs_rank": 2, "aux_samples": 2},
 ]
 
 
@@ -198,9 +200,10 @@ def test_per_sample_context_matches_shared_context(inputs):
     torch.testing.assert_close(per_sample.log_q, shared.log_q)
 
 
+@pytest.mark.parametrize("outputs", ["low_rank", "shared_basis"])
 @pytest.mark.parametrize("objective", ["collapsed", "hierarchical", "paper"])
-def test_low_rank_equals_its_dense_table(objective):
-    head = make_head(objective=objective, outputs="low_rank", outputs_rank=3)
+def test_low_rank_equals_its_dense_table(objective, outputs):
+    head = make_head(objective=objective, outputs=outputs, outputs_rank=3)
     context = torch.randn(5, 4, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         data = head.prepare(context)

@@ -48,7 +48,7 @@ from vgp_bench.nets import mlp, output_dim
 
 OBJECTIVES = ("collapsed", "hierarchical", "paper")
 INPUT_MODES = ("global", "amortized")
-OUTPUT_MODES = ("dense", "low_rank")
+OUTPUT_MODES = ("dense", "low_rank", "shared_basis")
 SCALE_MODES = ("context", "gp")
 AUXILIARY_STRUCTURE = {"collapsed": "xi", "hierarchical": "xi_then_f", "paper": "factorized"}
 
@@ -75,6 +75,8 @@ class VGPHead(VariationalHead):
     - `outputs`: `dense` T(h) = a linear layer from the features to m x d_f (the paper's form),
       or `low_rank` T(h) = 1 t0(h)^T + U(h) V(h), U `[m, r]`, V `[r, d_f]`, all from the
       features: d_f + r (m + d_f) numbers per example and a mean that never forms T;
+      or `shared_basis` T(h) = 1 t0(h)^T + U V(h) with U `[m, r]` a global parameter: only
+      d_f + r d_f numbers per example, and the w^T U projection is shared by the batch;
     - `mean_field_scale`: sigma(h) from the context (`context`), or from the GP, which then
       outputs d_f = 2d values (mean and pre-softplus scale; needs a non-collapsed objective);
     - `objective` and `aux_samples` as in the module docstring;
@@ -153,7 +155,10 @@ class VGPHead(VariationalHead):
             self.output_net = _tied_linear(features, m, f_dim, init_output_spread)
         else:
             self.offset_net = nn.Linear(features, f_dim)
-            self.left_net = nn.Linear(features, m * outputs_rank)
+            if outputs == "low_rank":
+                self.left_net = nn.Linear(features, m * outputs_rank)
+            else:  # one basis over the m variational inputs, shared by all examples
+                self.basis = nn.Parameter(torch.randn(m, outputs_rank))
             self.right_net = nn.Linear(features, outputs_rank * f_dim)
             with torch.no_grad():  # U V starts at the spread of the dense form
                 self.right_net.weight.mul_(init_output_spread / math.sqrt(outputs_rank))
@@ -205,9 +210,14 @@ class VGPHead(VariationalHead):
             outputs = DenseOutputs(self.output_net(features).view(*batch, m, f_dim))
         else:
             r = self.outputs_rank
+            left = (
+                self.left_net(features).view(*batch, m, r)
+                if self.outputs_mode == "low_rank"
+                else self.basis  # [M, r], global
+            )
             outputs = LowRankOutputs(
                 offset=self.offset_net(features),  # [*batch, d_f]
-                left=self.left_net(features).view(*batch, m, r),
+                left=left,
                 right=self.right_net(features).view(*batch, r, f_dim),
             )
         scale = None
