@@ -126,6 +126,50 @@ def bench_dlgm1_vae(quick: bool) -> dict:
     }
 
 
+def parameter_count(overrides: list[str]) -> dict[str, int]:
+    cfg = compose([*data_overrides(), "device=cpu", *overrides])
+    parts = build_components(cfg)
+    return {
+        "model": sum(p.numel() for p in parts.model.parameters()),
+        "heads": sum(p.numel() for p in parts.heads.parameters()),
+    }
+
+
+VGP_VARIANTS = {
+    "shared_basis": ["inference.outputs=shared_basis"],
+    "low_rank": ["inference.outputs=low_rank"],
+    "dense (paper)": ["inference.outputs=dense"],
+}
+
+
+def bench_vgp(quick: bool) -> dict:
+    """VGP vs VAE training step on the same model (batch 100, m = 500, c = d) and IS speed."""
+    steps = 10 if quick else 50
+    results: dict = {}
+    for model in ("dlgm1", "dlgm2"):
+        vae = runner_training([f"model={model}", "inference=vae"], steps)
+        entry: dict = {
+            "vae": vae,
+            "vae_parameters": parameter_count([f"model={model}", "inference=vae"]),
+        }
+        for variant, extra in VGP_VARIANTS.items():
+            overrides = [f"model={model}", "inference=vgp", *extra]
+            run = runner_training(overrides, steps)
+            entry[f"vgp {variant}"] = {
+                **run,
+                "step_ratio_to_vae": run["ms_per_step"] / vae["ms_per_step"],
+                "parameters": parameter_count(overrides),
+            }
+        examples, samples = (10, 100) if quick else (20, 1000)
+        entry["is_evaluation"] = {
+            "vae": runner_is([f"model={model}", "inference=vae"], examples, samples),
+            "vgp shared_basis": runner_is([f"model={model}", "inference=vgp"], examples, samples),
+        }
+        entry["target"] = "vgp step <= 2x vae step at m = 500"
+        results[model] = entry
+    return results
+
+
 # Further benchmarks register here as (name, "module:function"); each takes quick: bool.
 EXTRA_BENCHMARKS: list[tuple[str, str]] = []
 
@@ -149,7 +193,7 @@ def main() -> None:
         "code_version": code_version(),
         "data": data_overrides()[0],
     }
-    benchmarks = [("dlgm1_vae", bench_dlgm1_vae)]
+    benchmarks = [("dlgm1_vae", bench_dlgm1_vae), ("vgp", bench_vgp)]
     for name, target in EXTRA_BENCHMARKS:
         module_name, function_name = target.split(":")
         benchmarks.append((name, getattr(importlib.import_module(module_name), function_name)))
