@@ -220,3 +220,41 @@ def test_sigterm_checkpoints_and_resume_matches_an_uninterrupted_run(tmp_path: P
     )
     assert_same_parameters(interrupted, straight)
     assert json.loads((interrupted / "metrics.json").read_text())["status"] == "finished"
+
+
+@pytest.mark.parametrize("inference", ["vae", "vgp"])
+def test_bf16_autocast_runs_and_keeps_the_gp_in_float32(tmp_path: Path, inference: str) -> None:
+    overrides = [*TINY, f"inference={inference}", "inference.variational_data_size=8"]
+    if inference == "vae":
+        overrides = overrides[:-1]
+    metrics = train(
+        compose_config([*overrides, "trainer.precision=bf16", "trainer.max_steps=3"]), tmp_path
+    )
+    assert metrics["status"] == "finished" and metrics["steps"] == 3
+    if inference == "vgp":
+        cfg = compose_config(overrides)
+        parts = build_components(cfg)
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+            context = torch.randn(2, parts.model.sites["z"].context_dim).bfloat16()
+            site = parts.heads["z"](context, 3)
+        assert site.z.dtype == torch.float32 and site.log_q.dtype == torch.float32
+
+
+def test_compile_falls_back_to_eager_with_a_warning(tmp_path: Path, monkeypatch) -> None:
+    def broken_compile(module, *args, **kwargs):
+        def fails(*call_args, **call_kwargs):
+            raise RuntimeError("backend unavailable")
+
+        return fails
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    with pytest.warns(UserWarning, match="falling back to eager"):
+        metrics = train(
+            compose_config([*TINY, "trainer.compile=true", "trainer.max_steps=2"]), tmp_path
+        )
+    assert metrics["status"] == "finished" and metrics["steps"] == 2
+
+
+def test_unknown_precision_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"trainer\.precision must be fp32 or bf16"):
+        train(compose_config([*TINY, "trainer.precision=fp8"]), tmp_path)

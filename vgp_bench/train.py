@@ -281,6 +281,10 @@ class Trainer:
         self.shards_per_rank = int(cfg.trainer.micro_batches)
         if self.shards_per_rank < 1:
             raise ConfigError("trainer.micro_batches must be >= 1")
+        if str(cfg.trainer.precision) not in ("fp32", "bf16"):
+            raise ConfigError(
+                f"trainer.precision must be fp32 or bf16, got {cfg.trainer.precision!r}"
+            )
         self.total_shards = self.context.world_size * self.shards_per_rank
         first_shard = self.context.rank * self.shards_per_rank
         self.local_shards = list(range(first_shard, first_shard + self.shards_per_rank))
@@ -311,12 +315,9 @@ class Trainer:
         self.objective = compile_with_fallback(objective) if self.trainer_cfg.compile else objective
 
     def autocast(self) -> Any:
-        precision = str(self.trainer_cfg.precision)
-        if precision == "fp32":
-            return nullcontext()
-        if precision == "bf16":
+        if str(self.trainer_cfg.precision) == "bf16":
             return torch.autocast(device_type=self.parts.device.type, dtype=torch.bfloat16)
-        raise ConfigError(f"trainer.precision must be fp32 or bf16, got {precision!r}")
+        return nullcontext()
 
     # -- bookkeeping -------------------------------------------------------------------------
     def save(self, name: str = "last.pt") -> None:

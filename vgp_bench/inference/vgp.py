@@ -179,7 +179,9 @@ class VGPHead(VariationalHead):
     def forward(
         self, context: Tensor, n_samples: int, generator: torch.Generator | None = None
     ) -> SiteSample:
-        return self.sample(self.prepare(context), n_samples, generator)
+        # the GP algebra (Cholesky, triangular solves) stays float32 under bf16 autocast
+        with torch.autocast(device_type=context.device.type, enabled=False):
+            return self.sample(self.prepare(context.float()), n_samples, generator)
 
     def prepare(self, context: Tensor) -> VariationalData:
         """Variational data, Cholesky factor and mean-field scale for a `[B, C]`/`[S, B, C]` input.
