@@ -13,6 +13,7 @@ CONFIG_DIR = REPO / "configs"
 # A few-second CPU run: tiny synthetic images and networks.
 TINY = [
     "dataset=synthetic",
+    "inference=vae",
     "dataset.shape=[1,8,8]",
     "dataset.n_train=64",
     "dataset.n_valid=16",

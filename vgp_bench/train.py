@@ -95,7 +95,11 @@ class BoundObjective(nn.Module):
         self, x: Tensor, n_samples: int, generator: torch.Generator
     ) -> tuple[Tensor, dict[str, Tensor]]:
         trace = self.model(x, self.heads, n_samples, generator)
-        return trace.log_weights.mean(), {name: v.mean() for name, v in trace.terms.items()}
+        terms = {name: value.mean() for name, value in trace.terms.items()}
+        terms["log_q"] = trace.log_q.mean()
+        if "log_likelihood" in trace.terms:  # the rest of the bound: a Monte Carlo KL estimate
+            terms["kl"] = (trace.log_q - trace.log_p + trace.terms["log_likelihood"]).mean()
+        return trace.log_weights.mean(), terms
 
 
 class NullWriter:
