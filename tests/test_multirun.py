@@ -1,0 +1,169 @@
+"""Sweeps: the launcher configs, and a real multirun of two experiments read by vgp-report."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
+
+from vgp_bench import report
+
+REPO = Path(__file__).resolve().parent.parent
+LAUNCHERS = REPO / "configs" / "hydra" / "launcher"
+
+# The documented fields of hydra-joblib-launcher 1.2 (JobLibLauncherConf), all passed on to
+# joblib.Parallel, and of hydra-submitit-launcher 1.2 (SlurmQueueConf).
+JOBLIB_FIELDS = {
+    "_target_",
+    "n_jobs",
+    "backend",
+    "prefer",
+    "require",
+    "verbose",
+    "timeout",
+    "pre_dispatch",
+    "batch_size",
+    "temp_folder",
+    "max_nbytes",
+    "mmap_mode",
+}
+
+
+@dataclass
+class SlurmQueueSchema:
+    """The fields and defaults of hydra-submitit-launcher 1.2's SlurmQueueConf."""
+
+    _target_: str = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+    submitit_folder: str = "${hydra.sweep.dir}/.submitit/%j"
+    timeout_min: int = 60
+    cpus_per_task: int | None = None
+    gpus_per_node: int | None = None
+    tasks_per_node: int = 1
+    mem_gb: int | None = None
+    nodes: int = 1
+    name: str = "${hydra.job.name}"
+    stderr_to_stdout: bool = False
+    partition: str | None = None
+    qos: str | None = None
+    comment: str | None = None
+    constraint: str | None = None
+    exclude: str | None = None
+    gres: str | None = None
+    cpus_per_gpu: int | None = None
+    gpus_per_task: int | None = None
+    mem_per_gpu: str | None = None
+    mem_per_cpu: str | None = None
+    account: str | None = None
+    signal_delay_s: int = 120
+    max_num_timeout: int = 0
+    additional_parameters: dict[str, Any] = field(default_factory=dict)
+    array_parallelism: int = 256
+    setup: list[str] | None = None
+
+
+@pytest.fixture
+def fake_submitit_schema() -> Iterator[None]:
+    """Register `hydra/launcher/submitit_slurm` as the installed plugin would, then remove it."""
+    store = ConfigStore.instance()
+    store.store(
+        group="hydra/launcher",
+        name="submitit_slurm",
+        node=SlurmQueueSchema,
+        provider="test_multirun",
+    )
+    yield
+    del store.repo["hydra"]["launcher"]["submitit_slurm.yaml"]
+
+
+def test_joblib_launcher_config_names_the_plugin_class():
+    config = OmegaConf.load(LAUNCHERS / "joblib.yaml")
+    assert config._target_ == "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
+    assert set(config) <= JOBLIB_FIELDS
+    assert config.n_jobs >= 1
+
+
+def test_slurm_launcher_config_names_the_plugin_class():
+    config = OmegaConf.load(LAUNCHERS / "slurm.yaml")
+    assert config._target_ == (
+        "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+    )
+    assert list(config.defaults) == ["submitit_slurm", "_self_"]
+    assert set(config) - {"defaults"} <= set(SlurmQueueSchema.__dataclass_fields__)
+    assert (config.gpus_per_node, config.tasks_per_node, config.partition) == (1, 1, None)
+
+
+def test_launchers_compose_into_the_hydra_config(fake_submitit_schema):
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
+        slurm = compose(
+            config_name="config", overrides=["hydra/launcher=slurm"], return_hydra_config=True
+        ).hydra.launcher
+        joblib = compose(
+            config_name="config", overrides=["hydra/launcher=joblib"], return_hydra_config=True
+        ).hydra.launcher
+    assert slurm._target_.endswith("submitit_launcher.SlurmLauncher")
+    assert slurm.timeout_min == OmegaConf.load(LAUNCHERS / "slurm.yaml").timeout_min
+    assert slurm.qos is None and slurm.array_parallelism == 18  # schema default, then ours
+    assert joblib._target_.endswith("joblib_launcher.JoblibLauncher")
+    assert joblib.n_jobs == OmegaConf.load(LAUNCHERS / "joblib.yaml").n_jobs
+
+
+# A few-second CPU run: tiny synthetic images and networks.
+TINY = [
+    "dataset=synthetic",
+    "dataset.shape=[1,8,8]",
+    "dataset.n_train=32",
+    "dataset.n_valid=16",
+    "dataset.n_test=16",
+    "model.latent_dims=[3]",
+    "model.hidden_dims=[[16]]",
+    "trainer.batch_size=16",
+    "trainer.max_steps=2",
+    "trainer.progress=false",
+    "trainer.image_every=0",
+    "eval.is_samples=2",
+    "eval.chunk_size=2",
+    "eval.batch_size=8",
+    "device=cpu",
+]
+
+
+@pytest.mark.slow
+def test_multirun_of_two_configurations_reaches_the_report(tmp_path, capsys):
+    """`vgp-train -m inference=vae,vgp seed=0,1` through the real entry point, then vgp-report."""
+    sweep_dir = tmp_path / "sweep"
+    command = [
+        sys.executable,
+        "-m",
+        "vgp_bench.train",
+        "-m",
+        "inference=vae,vgp",
+        "seed=0,1",
+        *TINY,
+        f"hydra.sweep.dir={sweep_dir}",
+        "hydra.sweep.subdir=${hydra.job.num}_${hydra:runtime.choices.inference}_${seed}",
+    ]
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    finished = subprocess.run(
+        command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=600
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    folders = sorted(path.name for path in sweep_dir.iterdir() if path.is_dir())
+    assert folders == ["0_vae_0", "1_vae_1", "2_vgp_0", "3_vgp_1"]
+
+    assert report.main([str(sweep_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "4 run folders" in out and "4 in the tables, 0 not" in out
+    rows = [line for line in out.splitlines() if line.startswith("| DLGM")]
+    assert len(rows) == 2, out
+    assert rows[0].startswith("| DLGM 1hl + VAE | n=2 (0, 1) |")
+    assert rows[1].startswith("| DLGM 1hl + VGP | n=2 (0, 1) |")
+    assert "Not in the tables" not in out

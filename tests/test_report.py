@@ -1,0 +1,363 @@
+"""vgp-report: tables, seed statistics, paper numbers and the not-in-tables section."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+from vgp_bench import report
+
+
+def write_run(
+    folder: Path,
+    *,
+    model: str,
+    inference: str,
+    seed: int,
+    dataset: str = "mnist",
+    status: str = "finished",
+    error: str | None = None,
+    test: dict | None = None,
+    eval_at_epochs: dict | None = None,
+    epochs_completed: int = 10,
+    max_steps: int = 5000,
+    objective: str | None = None,
+    aux_samples: int = 0,
+) -> Path:
+    """A run folder as the trainer writes it: metrics.json and the resolved config.yaml."""
+    folder.mkdir(parents=True)
+    metrics = {
+        "status": status,
+        "error": error,
+        "experiment": None,
+        "model": model,
+        "inference": inference,
+        "objective": objective,
+        "aux_samples": aux_samples,
+        "seed": seed,
+        "code_version": "0.1.0+gtest",
+        "dataset": {
+            "name": dataset,
+            "binarization": "dynamic" if dataset == "mnist" else "fixed",
+            "merge_valid": False,
+            "split_sizes": {"train": 50000, "valid": 10000, "test": 10000},
+        },
+        "epochs_completed": epochs_completed,
+        "steps": max_steps,
+        "wall_time_s": 1.0,
+        "history": [],
+        "eval_at_epochs": eval_at_epochs or {},
+    }
+    if test is not None:
+        metrics["test"] = {
+            "is_samples": 5000,
+            "aux_samples": aux_samples,
+            "n_examples": 10000,
+            "is_below_bound": False,
+        } | test
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    config = {
+        "seed": seed,
+        "device": "auto",
+        "data_dir": str(folder.parent / "data"),
+        "model": {"name": model},
+        "inference": {"name": inference},
+        "trainer": {"max_steps": max_steps},
+    }
+    (folder / "config.yaml").write_text(json.dumps(config))  # JSON is YAML
+    return folder
+
+
+def evaluated(nll: float, bound: float, nll_stderr: float = 0.3, bound_stderr: float = 0.35):
+    return {
+        "nll": nll,
+        "nll_stderr": nll_stderr,
+        "bound_nll": bound,
+        "bound_nll_stderr": bound_stderr,
+    }
+
+
+@pytest.fixture
+def runs_root(tmp_path: Path) -> Path:
+    return make_runs(tmp_path / "multirun")
+
+
+def make_runs(root: Path) -> Path:
+    """Every kind of run folder the report must handle, under `root`."""
+    # three seeds of DLGM 1hl + VGP
+    for seed, (nll, bound) in enumerate([(84.0, 87.0), (85.0, 88.0), (86.0, 92.0)]):
+        write_run(
+            root / f"dlgm1_vgp/{seed}",
+            model="dlgm1",
+            inference="vgp",
+            seed=seed,
+            objective="collapsed",
+            test=evaluated(nll, bound),
+        )
+    # the same method in a smoke-sized configuration: its own row, never pooled
+    write_run(
+        root / "smoke/dlgm1_vgp",
+        model="dlgm1",
+        inference="vgp",
+        seed=0,
+        objective="collapsed",
+        max_steps=20,
+        test=evaluated(150.0, 160.0),
+    )
+    # one seed of a configuration with no paper row
+    write_run(
+        root / "dlgm2_vae/0",
+        model="dlgm2",
+        inference="vae",
+        seed=0,
+        test=evaluated(83.5, 86.0, nll_stderr=0.4, bound_stderr=0.45),
+    )
+    write_run(
+        root / "draw_vae/0", model="draw", inference="vae", seed=0, test=evaluated(82.0, 84.0)
+    )
+    # a non-default objective and K
+    write_run(
+        root / "dlgm1_vgp_hier/0",
+        model="dlgm1",
+        inference="vgp",
+        seed=0,
+        objective="hierarchical",
+        aux_samples=8,
+        test=evaluated(84.5, 86.5),
+    )
+    # runs that must show up in the not-in-tables section
+    write_run(root / "running/0", model="dlgm1", inference="vae", seed=0, status="running")
+    write_run(root / "interrupted/0", model="dlgm1", inference="vae", seed=1, status="interrupted")
+    write_run(
+        root / "failed/0",
+        model="draw",
+        inference="vgp",
+        seed=0,
+        status="failed",
+        error="RuntimeError: Cholesky failed\n  after 5 jitter increases",
+    )
+    write_run(root / "unevaluated/0", model="dlgm1", inference="vae", seed=2)
+    broken = root / "broken/0"
+    broken.mkdir(parents=True)
+    (broken / "metrics.json").write_text("{not json")
+    crashed = root / "crashed/0"  # a Hydra run folder whose run died before metrics.json
+    (crashed / ".hydra").mkdir(parents=True)
+    (crashed / ".hydra" / "config.yaml").write_text("seed: 0\n")
+    # Sketch: two seeds of draw, one of draw + vgp
+    for seed, (at100, at200, final) in enumerate([(530.0, 480.0, 470.0), (528.0, 482.0, 474.0)]):
+        write_run(
+            root / f"sketch_draw/{seed}",
+            model="draw",
+            inference="vae",
+            seed=seed,
+            dataset="sketch",
+            epochs_completed=300,
+            eval_at_epochs={
+                "100": {"test_bound_nll": at100, "test_bound_nll_stderr": 0.9, "n_examples": 2000},
+                "200": {"test_bound_nll": at200, "test_bound_nll_stderr": 0.8, "n_examples": 2000},
+            },
+            test=evaluated(460.0, final),
+        )
+    write_run(
+        root / "sketch_draw_vgp/0",
+        model="draw",
+        inference="vgp",
+        seed=0,
+        dataset="sketch",
+        epochs_completed=300,
+        objective="collapsed",
+        eval_at_epochs={
+            "100": {"test_bound_nll": 461.0, "test_bound_nll_stderr": 0.7, "n_examples": 2000}
+        },
+        test=evaluated(420.0, 425.0, bound_stderr=0.6),
+    )
+    return root
+
+
+def run_report(arguments: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
+    code = report.main(arguments)
+    return code, capsys.readouterr().out
+
+
+def markdown_tables(text: str) -> dict[str, list[dict[str, str]]]:
+    """Section title -> rows (as header -> cell) of the pipe table under it."""
+    tables: dict[str, list[dict[str, str]]] = {}
+    title, header = None, None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            title, header = line[3:], None
+            tables[title] = []
+        elif line.startswith("|") and title is not None:
+            cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+            if header is None:
+                header = cells
+            elif not set(line) <= set("|-"):
+                assert len(cells) == len(header), line
+                tables[title].append(dict(zip(header, cells)))
+    return tables
+
+
+def row_named(rows: list[dict[str, str]], method: str) -> dict[str, str]:
+    matches = [row for row in rows if row["method"] == method]
+    assert len(matches) == 1, (method, [row["method"] for row in rows])
+    return matches[0]
+
+
+def test_table1_pools_seeds_with_mean_and_standard_error(runs_root, capsys):
+    code, out = run_report([str(runs_root)], capsys)
+    assert code == 0
+    table1 = markdown_tables(out)["Table 1: binarized MNIST"]
+    labels = [row["method"] for row in table1]
+    assert labels == [
+        "DLGM 1hl + VGP [trainer.max_steps=20]",
+        "DLGM 1hl + VGP [trainer.max_steps=5000]",
+        "DLGM 1hl + VGP (hierarchical, K=8)",
+        "DLGM 2hl + VAE",
+        "DRAW + VAE",
+    ]
+    row = row_named(table1, "DLGM 1hl + VGP [trainer.max_steps=5000]")
+    assert row["seeds"] == "n=3 (0, 1, 2)"
+    # 84, 85, 86: mean 85, sd 1, stderr 1/sqrt(3)
+    assert row["-log p(x) (IS)"] == "85.00 ± 0.58"
+    # 87, 88, 92: mean 89, sd sqrt(7)
+    assert row["bound"] == f"89.00 ± {math.sqrt(7) / math.sqrt(3):.2f}" == "89.00 ± 1.53"
+    assert row["paper (≤)"] == "84.79"
+    assert row["Δ IS"] == "+0.21" and row["Δ bound"] == "+4.21"
+    assert (row["data"], row["S"], row["K"], row["test N"]) == ("dynamic", "5000", "0", "10000")
+
+
+def test_table1_single_seed_keeps_its_own_stderr_and_blank_paper(runs_root, capsys):
+    _, out = run_report([str(runs_root)], capsys)
+    table1 = markdown_tables(out)["Table 1: binarized MNIST"]
+    row = row_named(table1, "DLGM 2hl + VAE")
+    assert row["seeds"] == "n=1 (0)"
+    assert row["-log p(x) (IS)"] == "83.50 ± 0.40" and row["bound"] == "86.00 ± 0.45"
+    assert row["paper (≤)"] == row["Δ IS"] == row["Δ bound"] == "—"
+    draw = row_named(table1, "DRAW + VAE")
+    assert (draw["paper (≤)"], draw["Δ IS"], draw["Δ bound"]) == ("80.97", "+1.03", "+3.03")
+    hierarchical = row_named(table1, "DLGM 1hl + VGP (hierarchical, K=8)")
+    assert (hierarchical["paper (≤)"], hierarchical["K"]) == ("84.79", "8")
+    assert "n=1 it is the standard error of that run's test-set estimate" in out
+
+
+def test_table2_columns_by_epoch_with_paper_numbers(runs_root, capsys):
+    _, out = run_report([str(runs_root)], capsys)
+    table2 = markdown_tables(out)["Table 2: Sketch"]
+    assert [row["method"] for row in table2] == ["draw", "draw + vgp"]
+    draw = table2[0]
+    assert draw["seeds"] == "n=2 (0, 1)"
+    assert draw["100 ep"] == "529.00 ± 1.00"  # 530, 528
+    assert draw["200 ep"] == "481.00 ± 1.00"
+    assert draw["final bound"] == "472.00 ± 2.00 (300 ep)"
+    # epoch 300 is not in eval_at_epochs: the final test bound of runs that stopped there
+    assert draw["300 ep"] == "472.00 ± 2.00 ‡"
+    assert (draw["paper 100"], draw["Δ 100"]) == ("526.8", "+2.20")
+    assert (draw["paper 300"], draw["Δ 300"]) == ("464.5", "+7.50")
+    vgp = table2[1]
+    assert vgp["100 ep"] == "461.00 ± 0.70" and vgp["200 ep"] == "—"
+    assert vgp["final bound"] == "425.00 ± 0.60 (300 ep)"
+    assert "on 2000 test images" in out
+
+
+def test_not_in_tables_lists_every_other_run(runs_root, capsys):
+    _, out = run_report([str(runs_root)], capsys)
+    excluded = markdown_tables(out)["Not in the tables"]
+    by_folder = {Path(row["folder"]).relative_to(runs_root).as_posix(): row for row in excluded}
+    assert set(by_folder) == {
+        "running/0",
+        "interrupted/0",
+        "failed/0",
+        "unevaluated/0",
+        "broken/0",
+        "crashed/0",
+    }
+    assert by_folder["running/0"]["status"] == "running"
+    assert by_folder["interrupted/0"]["status"] == "interrupted"
+    assert by_folder["failed/0"]["status"] == "failed"
+    assert by_folder["failed/0"]["error"] == (
+        "RuntimeError: Cholesky failed after 5 jitter increases"
+    )
+    assert "no test-set evaluation" in by_folder["unevaluated/0"]["error"]
+    assert by_folder["broken/0"]["status"] == "unreadable"
+    assert by_folder["crashed/0"]["status"] == "no metrics"
+    assert "16 run folders" in out and "10 in the tables, 6 not" in out
+
+
+def test_no_paper_drops_paper_columns(runs_root, capsys):
+    _, out = run_report([str(runs_root), "--no-paper"], capsys)
+    tables = markdown_tables(out)
+    assert "paper (≤)" not in tables["Table 1: binarized MNIST"][0]
+    assert "paper" not in tables["Table 2: Sketch"][0]
+    assert "84.79" not in out and "526.8" not in out
+
+
+def test_csv_parses_with_numbers_and_exclusions(runs_root, capsys):
+    _, out = run_report([str(runs_root), "--format", "csv"], capsys)
+    records = list(csv.DictReader(io.StringIO(out)))
+    pooled = [
+        r for r in records if r["table"] == "table1" and r["n"] == "3" and r["quantity"] == "nll"
+    ]
+    assert len(pooled) == 1
+    assert float(pooled[0]["mean"]) == pytest.approx(85.0)
+    assert float(pooled[0]["stderr"]) == pytest.approx(statistics.stdev([84, 85, 86]) / 3**0.5)
+    assert float(pooled[0]["paper"]) == 84.79
+    assert float(pooled[0]["difference"]) == pytest.approx(85.0 - 84.79)
+    assert pooled[0]["seeds"] == "0 1 2" and pooled[0]["stderr_over"] == "seeds"
+    at100 = [
+        r
+        for r in records
+        if r["table"] == "table2" and r["epoch"] == "100" and r["inference"] == "vgp"
+    ]
+    assert len(at100) == 1 and float(at100[0]["difference"]) == pytest.approx(461.0 - 460.1)
+    assert at100[0]["stderr_over"] == "test images"
+    excluded = {r["status"] for r in records if r["table"] == "not_in_tables"}
+    assert excluded == {"running", "interrupted", "failed", "finished", "unreadable", "no metrics"}
+
+
+def test_latex_tables_are_well_formed(runs_root, capsys):
+    _, out = run_report([str(runs_root), "--format", "latex"], capsys)
+    assert out.count("\\begin{tabular}") == out.count("\\end{tabular}") == 3
+    for block in re.findall(r"\\begin\{tabular\}\{(l+)\}(.*?)\\end\{tabular\}", out, re.S):
+        columns, body = len(block[0]), block[1]
+        rows = [line for line in body.splitlines() if line.endswith("\\\\")]
+        assert rows
+        for line in rows:
+            unescaped_ampersands = len(re.findall(r"(?<!\\)&", line))
+            assert unescaped_ampersands == columns - 1, line
+    assert "$\\pm$" in out and "$\\Delta$" in out and "±" not in out
+    assert out.count("{") == out.count("}")
+
+
+def test_no_runs_found_is_a_message_not_an_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out = run_report([], capsys)
+    assert code == 0 and "no runs found" in out
+    (tmp_path / "outputs").mkdir()
+    code, out = run_report([], capsys)
+    assert code == 0 and "no runs found" in out and "outputs" in out
+
+
+def test_default_roots_and_missing_folder(runs_root, capsys, monkeypatch):
+    monkeypatch.chdir(runs_root.parent)
+    code, out = run_report([], capsys)
+    assert code == 0 and "Table 1: binarized MNIST" in out and "multirun" in out
+    assert report.main([str(runs_root / "nowhere")]) == 2
+    assert "not a folder" in capsys.readouterr().err
+
+
+def test_single_run_folder_and_no_config(tmp_path, capsys):
+    folder = write_run(
+        tmp_path / "run", model="dlgm1", inference="vae", seed=3, test=evaluated(88.0, 90.0)
+    )
+    (folder / "config.yaml").unlink()
+    _, out = run_report([str(folder)], capsys)
+    row = row_named(markdown_tables(out)["Table 1: binarized MNIST"], "DLGM 1hl + VAE")
+    assert row["seeds"] == "n=1 (3)" and row["paper (≤)"] == "86.76"
+    assert row["Δ IS"] == "+1.24"

@@ -1,0 +1,787 @@
+"""`vgp-report`: the paper's Tables 1 and 2 from run folders, next to the paper's numbers.
+
+Every folder under the given paths that holds a `metrics.json` is a run. Finished runs with a
+test-set evaluation go into the tables; every other run is listed under "Not in the tables"
+with its status and error. Runs are pooled over seeds only when their resolved configs are
+the same apart from the top-level `seed` (and machine-specific keys such as `device`), so a
+smoke run never averages with a full one: two such groups of one method get a suffix naming
+the config keys that tell them apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import statistics
+import sys
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+DEFAULT_ROOTS = ("outputs", "multirun")
+
+# The paper's numbers, in nats as -log p(x) on the test set: Tran, Ranganath & Blei, "The
+# Variational Gaussian Process", ICLR 2016, Table 1 (binarized MNIST) and Table 2 (Sketch).
+# Table 1 has two columns, "-log p(x)" and "≤"; every row reproduced here sits in its "≤"
+# column, an upper bound on -log p(x). The DLGM + VAE row quotes Burda et al. (2016), whose
+# number is an importance-sampled estimate with k = 5000; the DRAW row quotes Gregor et al.
+# (2015), a variational bound; the paper does not say which estimator gives its VGP rows.
+# Our dlgm2 + vae has no row in the paper. Table 2 gives bounds after 100, 200, 300 epochs.
+PAPER: dict[str, dict[tuple[str, str], Any]] = {
+    "table1": {
+        ("dlgm1", "vae"): {
+            "row": "DLGM + VAE [1] (Burda et al. 2016)",
+            "column": "≤",
+            "value": 86.76,
+        },
+        ("dlgm1", "vgp"): {"row": "DLGM 1hl + VGP", "column": "≤", "value": 84.79},
+        ("dlgm2", "vgp"): {"row": "DLGM 2hl + VGP", "column": "≤", "value": 81.32},
+        ("draw", "vae"): {"row": "DRAW [7] (Gregor et al. 2015)", "column": "≤", "value": 80.97},
+        ("draw", "vgp"): {"row": "DRAW + VGP", "column": "≤", "value": 79.88},
+    },
+    "table2": {
+        ("draw", "vae"): {100: 526.8, 200: 479.1, 300: 464.5},
+        ("draw", "vgp"): {100: 460.1, 200: 444.0, 300: 423.9},
+    },
+}
+
+MODEL_NAMES = {"dlgm1": "DLGM 1hl", "dlgm2": "DLGM 2hl", "draw": "DRAW"}
+MODEL_ORDER = {"dlgm1": 0, "dlgm2": 1, "draw": 2}
+INFERENCE_ORDER = {"vae": 0, "vgp": 1}
+DEFAULT_OBJECTIVES = (None, "collapsed")
+TABLE2_DATASET = "sketch"
+# Config keys that differ between machines or seeds of one configuration, never in the setting.
+IGNORED_CONFIG_KEYS = frozenset({"seed", "device", "data_dir"})
+IGNORED_CONFIG_SUFFIXES = ("_dir", "_path")
+MISSING = "—"
+
+
+@dataclass(frozen=True)
+class Run:
+    """A finished, evaluated run: its folder, its metrics and its flattened resolved config."""
+
+    folder: Path
+    metrics: dict[str, Any]
+    config: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Excluded:
+    """A run that is in no table, and why."""
+
+    folder: Path
+    status: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What a table row is a measurement of; seeds of one Setting are pooled."""
+
+    dataset: str
+    model: str
+    inference: str
+    objective: str | None
+    aux_samples: int
+    binarization: str
+    merge_valid: bool
+    is_samples: int
+    test_examples: int
+    config: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Mean ± standard error of one quantity over the seeds of a row."""
+
+    mean: float
+    stderr: float
+    n: int  # seeds pooled; with n = 1 the stderr is the run's own over test images
+
+
+@dataclass
+class Table:
+    """A rendered-format-neutral table: title, header, rows of cell text and notes."""
+
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    notes: list[str]
+
+
+# ---------------------------------------------------------------- finding and reading runs
+
+
+def find_run_folders(roots: Iterable[Path]) -> list[Path]:
+    """Every folder at or under `roots` with a metrics.json or a Hydra `.hydra/config.yaml`.
+
+    A Hydra run folder without metrics.json is a run that stopped before training started.
+    """
+    found: set[Path] = set()
+    for root in roots:
+        markers = [root / "metrics.json", root / ".hydra" / "config.yaml"]
+        markers += root.rglob("metrics.json")
+        markers += (path for path in root.rglob("config.yaml") if path.parent.name == ".hydra")
+        for marker in markers:
+            if marker.is_file():
+                run = marker.parent.parent if marker.parent.name == ".hydra" else marker.parent
+                found.add(run.resolve())
+    return sorted(found)
+
+
+def flatten(node: Any, prefix: str = "") -> dict[str, str]:
+    """Nested dicts to dotted keys; leaves as JSON text so values compare exactly."""
+    if isinstance(node, dict):
+        flat: dict[str, str] = {}
+        for key, value in node.items():
+            flat.update(flatten(value, f"{prefix}{key}."))
+        return flat
+    return {prefix.rstrip("."): json.dumps(node, sort_keys=True)}
+
+
+def read_config(folder: Path) -> dict[str, str]:
+    """The run's resolved config flattened (config.yaml, else .hydra/config.yaml), or {}."""
+    for path in (folder / "config.yaml", folder / ".hydra" / "config.yaml"):
+        if path.is_file():
+            try:
+                container = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+            except Exception as error:  # a damaged config must not hide the run's numbers
+                print(f"vgp-report: warning: cannot read {path}: {error}", file=sys.stderr)
+                return {}
+            return flatten(container) if isinstance(container, dict) else {}
+    return {}
+
+
+def one_line(text: Any) -> str:
+    """A message squeezed onto one line."""
+    return " ".join(str(text).split())
+
+
+def is_finite_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def load_run(folder: Path) -> Run | Excluded:
+    """Read one run folder; anything that cannot go into a table comes back as Excluded."""
+    if not (folder / "metrics.json").exists():
+        return Excluded(
+            folder,
+            "no metrics",
+            "no metrics.json: the run stopped before training started "
+            "(or is starting now); see the .log file in its folder",
+        )
+    try:
+        metrics = json.loads((folder / "metrics.json").read_text())
+    except (OSError, ValueError) as error:
+        return Excluded(folder, "unreadable", one_line(f"metrics.json: {error}"))
+    if not isinstance(metrics, dict):
+        return Excluded(folder, "unreadable", "metrics.json does not hold a JSON object")
+    status = str(metrics.get("status", "unknown"))
+    if status != "finished":
+        error = metrics.get("error")
+        reason = one_line(error) if error else f"run is {status}, not finished"
+        return Excluded(folder, status, reason)
+    test = metrics.get("test")
+    if not isinstance(test, dict):
+        return Excluded(folder, status, "no test-set evaluation; run vgp-eval on its checkpoint")
+    for key in ("nll", "bound_nll"):
+        if not is_finite_number(test.get(key)):
+            return Excluded(folder, status, f"test.{key} is {test.get(key)!r}, not a number")
+    for key in ("model", "inference"):
+        if not metrics.get(key):
+            return Excluded(folder, status, f"metrics.json has no {key!r}")
+    return Run(folder, metrics, read_config(folder))
+
+
+def setting_of(run: Run) -> Setting:
+    """The row a run belongs to."""
+    metrics, test = run.metrics, run.metrics["test"]
+    dataset = metrics.get("dataset") or {}
+    split_sizes = dataset.get("split_sizes") or {}
+    config = tuple(
+        sorted(
+            (key, value)
+            for key, value in run.config.items()
+            if key not in IGNORED_CONFIG_KEYS
+            and not key.startswith("hydra.")
+            and not key.rsplit(".", 1)[-1].endswith(IGNORED_CONFIG_SUFFIXES)
+        )
+    )
+    return Setting(
+        dataset=str(dataset.get("name", "unknown")),
+        model=str(metrics["model"]),
+        inference=str(metrics["inference"]),
+        objective=metrics.get("objective"),
+        aux_samples=int(metrics.get("aux_samples") or test.get("aux_samples") or 0),
+        binarization=str(dataset.get("binarization", "unknown")),
+        merge_valid=bool(dataset.get("merge_valid", False)),
+        is_samples=int(test.get("is_samples", 0)),
+        test_examples=int(test.get("n_examples", split_sizes.get("test", 0))),
+        config=config,
+    )
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def estimate(values: Sequence[float], run_stderrs: Sequence[float | None]) -> Estimate:
+    """Mean and standard error over seeds (n - 1 denominator); one seed keeps its own stderr."""
+    if len(values) == 1:
+        own = run_stderrs[0]
+        return Estimate(values[0], own if is_finite_number(own) else math.nan, 1)
+    return Estimate(
+        statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values)), len(values)
+    )
+
+
+def test_estimate(runs: Sequence[Run], key: str) -> Estimate:
+    """`estimate` of the final test-set `key` (nll or bound_nll) over a row's runs."""
+    tests = [run.metrics["test"] for run in runs]
+    return estimate([test[key] for test in tests], [test.get(f"{key}_stderr") for test in tests])
+
+
+def seed_of(run: Run) -> int | None:
+    return run.metrics.get("seed")
+
+
+# ---------------------------------------------------------------- cell text
+
+
+def format_estimate(value: Estimate | None, marker: str = "") -> str:
+    if value is None:
+        return MISSING
+    spread = "n/a" if math.isnan(value.stderr) else f"{value.stderr:.2f}"
+    return f"{value.mean:.2f} ± {spread}{marker}"
+
+
+def format_difference(ours: Estimate | None, paper: float | None) -> str:
+    if ours is None or paper is None:
+        return MISSING
+    return f"{ours.mean - paper:+.2f}"
+
+
+def format_seeds(runs: Sequence[Run]) -> str:
+    seeds = sorted(str(seed_of(run)) for run in runs)
+    return f"n={len(runs)} ({', '.join(seeds)})"
+
+
+def format_data(setting: Setting) -> str:
+    return setting.binarization + (", train+valid" if setting.merge_valid else "")
+
+
+def method_label(setting: Setting, table2: bool) -> str:
+    """`DLGM 1hl + VGP` (Table 1) or `draw + vgp` (Table 2), plus a non-default objective/K."""
+    if table2:
+        base = setting.model + ("" if setting.inference == "vae" else f" + {setting.inference}")
+    else:
+        base = f"{MODEL_NAMES.get(setting.model, setting.model)} + {setting.inference.upper()}"
+    variant = []
+    if setting.objective not in DEFAULT_OBJECTIVES:
+        variant.append(str(setting.objective))
+    if setting.aux_samples:
+        variant.append(f"K={setting.aux_samples}")
+    return base + (f" ({', '.join(variant)})" if variant else "")
+
+
+def distinguishing_suffixes(settings: Sequence[Setting], table2: bool) -> dict[Setting, str]:
+    """For settings that would share a label: the config keys whose values tell them apart."""
+    by_label: dict[str, list[Setting]] = defaultdict(list)
+    for setting in settings:
+        by_label[method_label(setting, table2)].append(setting)
+    suffixes = {setting: "" for setting in settings}
+    for group in by_label.values():
+        if len(group) < 2:
+            continue
+        configs = [dict(setting.config) for setting in group]
+        keys = sorted({key for config in configs for key in config})
+        differing = [key for key in keys if len({config.get(key) for config in configs}) > 1]
+        for setting, config in zip(group, configs):
+            shown = [f"{key}={config.get(key, 'unset')}" for key in differing[:3]]
+            more = f", +{len(differing) - 3} more" if len(differing) > 3 else ""
+            suffixes[setting] = f" [{', '.join(shown)}{more}]" if shown else " [same config]"
+    return suffixes
+
+
+def display_folder(folder: Path) -> str:
+    try:
+        return str(folder.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(folder)
+
+
+def sort_key(setting: Setting) -> tuple:
+    return (
+        MODEL_ORDER.get(setting.model, len(MODEL_ORDER)),
+        setting.model,
+        INFERENCE_ORDER.get(setting.inference, len(INFERENCE_ORDER)),
+        setting.inference,
+        str(setting.objective),
+        setting.aux_samples,
+        setting.binarization,
+        setting.merge_valid,
+        setting.is_samples,
+        setting.test_examples,
+        setting.config,
+    )
+
+
+# ---------------------------------------------------------------- the tables
+
+SPREAD_NOTE = (
+    "± is the standard error of the mean over seeds (n - 1 denominator) when n > 1; "
+    "with n=1 it is the standard error of that run's test-set estimate over test images."
+)
+
+
+def record(
+    table: str, label: str, setting: Setting | None, runs: Sequence[Run], **fields: Any
+) -> dict[str, Any]:
+    """One CSV line; a row of a table becomes one line per quantity."""
+    base: dict[str, Any] = {"table": table, "method": label}
+    if setting is not None:
+        base.update(
+            dataset=setting.dataset,
+            model=setting.model,
+            inference=setting.inference,
+            objective=setting.objective or "",
+            aux_samples=setting.aux_samples,
+            binarization=setting.binarization,
+            merge_valid=setting.merge_valid,
+            is_samples=setting.is_samples,
+            test_examples=setting.test_examples,
+            n=len(runs),
+            seeds=" ".join(sorted(str(seed_of(run)) for run in runs)),
+            folders=" ".join(display_folder(run.folder) for run in runs),
+        )
+    base.update(fields)
+    return base
+
+
+def likelihood_table(
+    dataset: str, groups: dict[Setting, list[Run]], with_paper: bool
+) -> tuple[Table, list[dict[str, Any]]]:
+    """Table 1 layout: IS -log p(x) and bound per row, with the paper's number and differences."""
+    is_mnist = dataset == "mnist"
+    show_paper = with_paper and is_mnist
+    headers = ["method", "seeds", "-log p(x) (IS)", "bound"]
+    if show_paper:
+        headers += ["paper (≤)", "Δ IS", "Δ bound"]
+    headers += ["data", "S", "K", "test N"]
+    settings = sorted(groups, key=sort_key)
+    suffixes = distinguishing_suffixes(settings, table2=False)
+    rows, records, any_below = [], [], False
+    table_name = "table1" if is_mnist else f"dataset:{dataset}"
+    for setting in settings:
+        runs = groups[setting]
+        nll, bound = test_estimate(runs, "nll"), test_estimate(runs, "bound_nll")
+        below = any(run.metrics["test"].get("is_below_bound") for run in runs)
+        any_below |= below
+        paper_entry = PAPER["table1"].get((setting.model, setting.inference))
+        paper = paper_entry["value"] if (paper_entry and show_paper) else None
+        label = method_label(setting, table2=False) + suffixes[setting]
+        row = [
+            label,
+            format_seeds(runs),
+            format_estimate(nll, " §" if below else ""),
+            format_estimate(bound),
+        ]
+        if show_paper:
+            row += [
+                MISSING if paper is None else f"{paper:.2f}",
+                format_difference(nll, paper),
+                format_difference(bound, paper),
+            ]
+        row += [
+            format_data(setting),
+            str(setting.is_samples),
+            str(setting.aux_samples),
+            str(setting.test_examples),
+        ]
+        rows.append(row)
+        for quantity, value in (("nll", nll), ("bound_nll", bound)):
+            records.append(
+                record(
+                    table_name,
+                    label,
+                    setting,
+                    runs,
+                    quantity=quantity,
+                    epoch="",
+                    mean=value.mean,
+                    stderr=value.stderr,
+                    stderr_over="seeds" if value.n > 1 else "test images",
+                    paper="" if paper is None else paper,
+                    difference="" if paper is None else value.mean - paper,
+                )
+            )
+    notes = [
+        "Test set, nats, lower is better. -log p(x) (IS): importance-sampled estimate with S "
+        "samples, a stochastic upper bound on -log p(x); bound: minus the variational bound "
+        "(the training objective). K: auxiliary samples of the bound (0 = single sample).",
+        SPREAD_NOTE,
+        "data: binarization of the images (fixed = one Bernoulli draw, dynamic = a fresh draw "
+        "every epoch), and train+valid when the validation set was merged into training. "
+        "test N: test images evaluated.",
+    ]
+    if show_paper:
+        notes.append(
+            "paper (≤): the paper's Table 1 has columns -log p(x) and ≤; every number we "
+            "compare with is in its ≤ column: DLGM + VAE is Burda et al. (2016), an "
+            "importance-sampled estimate (k = 5000); DRAW is Gregor et al. (2015), a variational "
+            "bound; the paper does not say which estimator gives its VGP rows. DLGM 2hl + VAE "
+            "has no row in the paper. Δ = ours - paper (positive: ours is worse)."
+        )
+    if any_below:
+        notes.append(
+            "§: in at least one run of this row the IS estimate of log p(x) came out below the "
+            "bound (is_below_bound); too few importance samples or a bug: check those runs."
+        )
+    title = "Table 1: binarized MNIST" if is_mnist else f"Dataset {dataset}"
+    return Table(title, headers, rows, notes), records
+
+
+def epoch_value(run: Run, epoch: int) -> tuple[float, float | None, bool] | None:
+    """(bound nll, its stderr, from the final test) after `epoch` epochs, when measured."""
+    entry = (run.metrics.get("eval_at_epochs") or {}).get(str(epoch))
+    if isinstance(entry, dict) and is_finite_number(entry.get("test_bound_nll")):
+        return entry["test_bound_nll"], entry.get("test_bound_nll_stderr"), False
+    if run.metrics.get("epochs_completed") == epoch:
+        test = run.metrics["test"]
+        return test["bound_nll"], test.get("bound_nll_stderr"), True
+    return None
+
+
+def sketch_table(
+    groups: dict[Setting, list[Run]], with_paper: bool
+) -> tuple[Table, list[dict[str, Any]]]:
+    """Table 2 layout: the test bound after each evaluated epoch, with the paper's numbers."""
+    settings = sorted(groups, key=sort_key)
+    epochs = {
+        int(epoch)
+        for runs in groups.values()
+        for run in runs
+        for epoch in (run.metrics.get("eval_at_epochs") or {})
+    }
+    paper_epochs = (
+        {epoch for numbers in PAPER["table2"].values() for epoch in numbers}
+        if with_paper
+        else set()
+    )
+    epochs = sorted(epochs | paper_epochs)
+    headers = ["method", "seeds"]
+    for epoch in epochs:
+        headers += [f"{epoch} ep"]
+        if epoch in paper_epochs:
+            headers += [f"paper {epoch}", f"Δ {epoch}"]
+    headers += ["final bound", "data", "K"]
+    suffixes = distinguishing_suffixes(settings, table2=True)
+    rows, records, subset_sizes = [], [], set()
+    used_final = partial_cells = False
+    for setting in settings:
+        runs = groups[setting]
+        label = method_label(setting, table2=True) + suffixes[setting]
+        paper_numbers = PAPER["table2"].get((setting.model, setting.inference), {})
+        row = [label, format_seeds(runs)]
+        for epoch in epochs:
+            measured = [(run, epoch_value(run, epoch)) for run in runs]
+            measured = [(run, value) for run, value in measured if value is not None]
+            for run, _ in measured:
+                entry = (run.metrics.get("eval_at_epochs") or {}).get(str(epoch))
+                if isinstance(entry, dict) and "n_examples" in entry:
+                    subset_sizes.add(int(entry["n_examples"]))
+            ours = None
+            marker = ""
+            if measured:
+                ours = estimate([v[0] for _, v in measured], [v[1] for _, v in measured])
+                if any(v[2] for _, v in measured):
+                    marker, used_final = " ‡", True
+                if len(measured) != len(runs):
+                    marker, partial_cells = f"{marker} (n={len(measured)})", True
+            paper = paper_numbers.get(epoch) if with_paper else None
+            row.append(format_estimate(ours, marker))
+            if epoch in paper_epochs:
+                row += [
+                    MISSING if paper is None else f"{paper:.1f}",
+                    format_difference(ours, paper),
+                ]
+            if ours is not None:
+                records.append(
+                    record(
+                        "table2",
+                        label,
+                        setting,
+                        [run for run, _ in measured],
+                        quantity="bound_nll_at_epoch",
+                        epoch=epoch,
+                        mean=ours.mean,
+                        stderr=ours.stderr,
+                        stderr_over="seeds" if ours.n > 1 else "test images",
+                        paper="" if paper is None else paper,
+                        difference="" if paper is None else ours.mean - paper,
+                    )
+                )
+        final = test_estimate(runs, "bound_nll")
+        completed = sorted({str(run.metrics.get("epochs_completed", "?")) for run in runs})
+        row += [
+            f"{format_estimate(final)} ({'/'.join(completed)} ep)",
+            format_data(setting),
+            str(setting.aux_samples),
+        ]
+        rows.append(row)
+        records.append(
+            record(
+                "table2",
+                label,
+                setting,
+                runs,
+                quantity="final_bound_nll",
+                epoch="/".join(completed),
+                mean=final.mean,
+                stderr=final.stderr,
+                stderr_over="seeds" if final.n > 1 else "test images",
+                paper="",
+                difference="",
+            )
+        )
+    sizes = ", ".join(str(size) for size in sorted(subset_sizes)) or "unrecorded"
+    notes = [
+        "Test set, nats, minus the variational bound (an upper bound on -log p(x)), lower is "
+        f"better. Epoch columns: evaluated during training on {sizes} test images; final "
+        "bound: after the last epoch, on all test images evaluated (epochs in brackets).",
+        SPREAD_NOTE,
+    ]
+    if partial_cells:
+        notes.append("(n=k) in a cell: only k of the row's seeds reached that epoch.")
+    if used_final:
+        notes.append(
+            "‡: no evaluation at that epoch was logged; the final test bound of runs "
+            "that stopped exactly there is shown instead."
+        )
+    if with_paper:
+        notes.append(
+            "paper: the paper's Table 2 (bounds after 100, 200, 300 epochs over the "
+            "18,000 training images). Δ = ours - paper (positive: ours is worse)."
+        )
+    return Table("Table 2: Sketch", headers, rows, notes), records
+
+
+def excluded_table(excluded: Sequence[Excluded]) -> tuple[Table, list[dict[str, Any]]]:
+    """The runs in no table, with folder, status and error."""
+    rows = [[display_folder(run.folder), run.status, run.reason] for run in excluded]
+    records = [
+        record(
+            "not_in_tables",
+            "",
+            None,
+            [],
+            folder=display_folder(run.folder),
+            status=run.status,
+            error=run.reason,
+        )
+        for run in excluded
+    ]
+    notes = [
+        "Unfinished (running, interrupted), failed, unevaluated or unreadable runs, and "
+        "Hydra run folders without metrics.json."
+    ]
+    return Table("Not in the tables", ["folder", "status", "error"], rows, notes), records
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def markdown_cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render_markdown(tables: Sequence[Table], header: str) -> str:
+    lines = ["# vgp-report", "", header, ""]
+    for table in tables:
+        lines += [f"## {table.title}", ""]
+        lines.append("| " + " | ".join(markdown_cell(h) for h in table.headers) + " |")
+        lines.append("|" + "|".join("---" for _ in table.headers) + "|")
+        lines += ["| " + " | ".join(markdown_cell(c) for c in row) + " |" for row in table.rows]
+        lines.append("")
+        lines += [f"- {note}" for note in table.notes]
+        lines.append("")
+    return "\n".join(lines)
+
+
+LATEX_CHARACTERS = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "±": r"$\pm$",
+    "Δ": r"$\Delta$",
+    "—": "--",
+    "‡": r"\ddag{}",
+    "§": r"\S{}",
+    "≤": r"$\leq$",
+    "<": r"$<$",
+    ">": r"$>$",
+    "|": r"$|$",
+}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(LATEX_CHARACTERS.get(character, character) for character in text)
+
+
+def render_latex(tables: Sequence[Table], header: str) -> str:
+    lines = ["% vgp-report; needs \\usepackage{booktabs}", f"% {header}", ""]
+    for table in tables:
+        lines += [
+            "\\begin{table}[t]",
+            "\\centering",
+            "\\footnotesize",
+            f"\\caption{{{latex_escape(table.title)}}}",
+            "\\begin{tabular}{" + "l" * len(table.headers) + "}",
+            "\\toprule",
+            " & ".join(latex_escape(h) for h in table.headers) + " \\\\",
+            "\\midrule",
+        ]
+        lines += [" & ".join(latex_escape(c) for c in row) + " \\\\" for row in table.rows]
+        lines += ["\\bottomrule", "\\end{tabular}", ""]
+        lines += ["\\par " + latex_escape(note) for note in table.notes]
+        lines += ["\\end{table}", ""]
+    return "\n".join(lines)
+
+
+CSV_FIELDS = [
+    "table",
+    "method",
+    "dataset",
+    "model",
+    "inference",
+    "objective",
+    "aux_samples",
+    "binarization",
+    "merge_valid",
+    "is_samples",
+    "test_examples",
+    "n",
+    "seeds",
+    "quantity",
+    "epoch",
+    "mean",
+    "stderr",
+    "stderr_over",
+    "paper",
+    "difference",
+    "folders",
+    "folder",
+    "status",
+    "error",
+]
+
+
+def render_csv(records: Sequence[dict[str, Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS, restval="", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(records)
+    return buffer.getvalue()
+
+
+# ---------------------------------------------------------------- command line
+
+
+def build_report(folders: Sequence[Path], with_paper: bool) -> tuple[list[Table], list[dict]]:
+    """All tables (MNIST, Sketch, other datasets, not-in-tables) for the given run folders."""
+    runs, excluded = [], []
+    for folder in folders:
+        loaded = load_run(folder)
+        (runs if isinstance(loaded, Run) else excluded).append(loaded)
+    by_dataset: dict[str, dict[Setting, list[Run]]] = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        setting = setting_of(run)
+        by_dataset[setting.dataset][setting].append(run)
+    order = sorted(by_dataset, key=lambda name: (name != "mnist", name != TABLE2_DATASET, name))
+    tables, records = [], []
+    for dataset in order:
+        if dataset == TABLE2_DATASET:
+            table, rows = sketch_table(by_dataset[dataset], with_paper)
+        else:
+            table, rows = likelihood_table(dataset, by_dataset[dataset], with_paper)
+        tables.append(table)
+        records += rows
+    if excluded:
+        table, rows = excluded_table(excluded)
+        tables.append(table)
+        records += rows
+    return tables, records
+
+
+def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="vgp-report", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "run_dirs",
+        nargs="*",
+        type=Path,
+        metavar="RUN_DIR",
+        help="run folders or folders above them (default: outputs/ and multirun/ if present)",
+    )
+    parser.add_argument("--format", choices=("markdown", "latex", "csv"), default="markdown")
+    parser.add_argument(
+        "--paper",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="show the paper's numbers and our difference from them (default: on)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the tables for every run found under the given folders."""
+    args = parse_arguments(argv)
+    if args.run_dirs:
+        missing = [str(path) for path in args.run_dirs if not path.is_dir()]
+        if missing:
+            print(
+                f"vgp-report: error: not a folder: {', '.join(missing)}; pass run folders "
+                "or the outputs/ or multirun/ folders above them",
+                file=sys.stderr,
+            )
+            return 2
+        roots = list(args.run_dirs)
+    else:
+        roots = [Path(name) for name in DEFAULT_ROOTS if Path(name).is_dir()]
+    folders = find_run_folders(roots)
+    searched = ", ".join(str(root) for root in roots) or " and ".join(DEFAULT_ROOTS) + " (absent)"
+    if not folders:
+        print(
+            f"vgp-report: no runs found (no metrics.json under {searched}); train with "
+            "vgp-train, or pass the folders that hold the runs"
+        )
+        return 0
+    tables, records = build_report(folders, args.paper)
+    n_excluded = sum(1 for entry in records if entry["table"] == "not_in_tables")
+    header = (
+        f"{len(folders)} run folders under {searched}: {len(folders) - n_excluded} in the "
+        f"tables, {n_excluded} not."
+    )
+    if args.format == "markdown":
+        sys.stdout.write(render_markdown(tables, header))
+    elif args.format == "latex":
+        sys.stdout.write(render_latex(tables, header))
+    else:
+        sys.stdout.write(render_csv(records))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
