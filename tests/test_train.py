@@ -126,15 +126,16 @@ def test_nonfinite_bounds_are_skipped_then_stop_the_run(tmp_path: Path) -> None:
     assert all(torch.isfinite(v).all() for v in checkpoint["model"].values())
 
 
+def train_command() -> list[str]:
+    """The installed `vgp-train` console script (as users run it), else `python -m`."""
+    script = Path(sys.executable).parent / "vgp-train"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "vgp_bench.train"]
+
+
 def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "vgp_bench.train", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [*train_command(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
     )
 
 

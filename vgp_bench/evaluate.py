@@ -18,6 +18,7 @@ from tqdm import tqdm
 from vgp_bench.data.base import ImageSplit
 from vgp_bench.estimators import chunked_estimate
 from vgp_bench.models.base import LatentVariableModel
+from vgp_bench.runtime import CONFIG_DIR
 
 # An IS estimate may dip below the bound by Monte Carlo noise; flag it past this many nats.
 BELOW_BOUND_TOLERANCE = 0.05
@@ -116,7 +117,7 @@ def format_summary(summary: dict[str, Any], label: str = "test") -> str:
     return "\n".join(lines)
 
 
-@hydra.main(version_base="1.3", config_path="../configs", config_name="evaluate")
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="evaluate")
 def _hydra_main(cfg: DictConfig) -> None:
     from vgp_bench.train import evaluate_checkpoint  # the trainer owns run folders
 

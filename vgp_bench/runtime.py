@@ -12,6 +12,9 @@ from omegaconf import DictConfig, OmegaConf
 
 import vgp_bench
 
+# The repository's configs/ (absolute, so console scripts and `python -m` find the same files).
+CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
+
 
 class ConfigError(ValueError):
     """A configuration value that cannot work; the message says which key and what to use."""

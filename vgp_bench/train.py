@@ -33,6 +33,7 @@ from vgp_bench.images import reconstruction_pairs, save_grid
 from vgp_bench.inference.base import build_heads
 from vgp_bench.models.base import LatentVariableModel
 from vgp_bench.runtime import (
+    CONFIG_DIR,
     ConfigError,
     build,
     code_version,
@@ -708,7 +709,7 @@ def evaluate_checkpoint(
     return summary
 
 
-@hydra.main(version_base="1.3", config_path="../configs", config_name="config")
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 def _hydra_main(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     run_dir = hydra_cfg.runtime.output_dir
