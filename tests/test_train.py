@@ -259,3 +259,40 @@ def test_compile_falls_back_to_eager_with_a_warning(tmp_path: Path, monkeypatch)
 def test_unknown_precision_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"trainer\.precision must be fp32 or bf16"):
         train(compose_config([*TINY, "trainer.precision=fp8"]), tmp_path)
+
+
+def test_vgp_eval_re_evaluates_a_checkpoint(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    train(compose_config([*TINY, "eval.at_end=false", "trainer.max_steps=2"]), run_dir)
+    script = Path(sys.executable).parent / "vgp-eval"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "vgp_bench.evaluate"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [
+            *command,
+            f"checkpoint={run_dir / 'checkpoints' / 'last.pt'}",
+            "eval.is_samples=6",
+            "eval.subset=10",
+            "eval.save_per_example=true",
+            "device=cpu",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "-log p(x)" in result.stdout
+    test = json.loads((run_dir / "metrics.json").read_text())["test"]
+    assert test["is_samples"] == 6 and test["n_examples"] == 10 and test["checkpoint"] == "last.pt"
+    assert (run_dir / test["per_example_file"]).is_file()
+    missing = subprocess.run(
+        [*command, f"checkpoint={tmp_path / 'nothing.pt'}"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert missing.returncode == 1 and "not found" in missing.stderr
