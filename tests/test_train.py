@@ -296,3 +296,13 @@ def test_vgp_eval_re_evaluates_a_checkpoint(tmp_path: Path) -> None:
         timeout=300,
     )
     assert missing.returncode == 1 and "not found" in missing.stderr
+
+
+def test_a_step_budget_ending_an_epoch_completes_it(tmp_path: Path) -> None:
+    # 64 examples / 16 = 4 batches: max_steps=4 ends exactly at the end of epoch 1
+    metrics = train(compose_config([*TINY, "trainer.max_steps=4", "eval.at_end=false"]), tmp_path)
+    assert metrics["epochs_completed"] == 1 and [h["epoch"] for h in metrics["history"]] == [1]
+    assert "valid_bound" in metrics["history"][0] and (tmp_path / "samples.png").is_file()
+    short = tmp_path / "short"
+    train(compose_config([*TINY, "trainer.max_steps=2", "eval.at_end=false"]), short)
+    assert (short / "samples.png").is_file()  # images even when no epoch completed

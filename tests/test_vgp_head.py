@@ -242,3 +242,43 @@ def test_importance_sampling_converges_after_a_longer_fit(objective, tolerance):
     gap = (exact - importance_weighted_log_likelihood(weights)).mean().item()
     assert -0.02 < gap < tolerance
     assert (exact - bound(weights)).mean().item() > 5 * gap
+
+
+def test_global_cholesky_is_factorized_once_per_minibatch(monkeypatch):
+    """Repeated calls (DRAW's steps) share one factor; a step or a backward pass renews it."""
+    head = make_head(objective="collapsed")
+    calls = {"count": 0}
+    original = head.factorize
+
+    def counting(inputs):
+        calls["count"] += 1
+        return original(inputs)
+
+    monkeypatch.setattr(head, "factorize", counting)
+    optimizer = torch.optim.SGD(head.parameters(), lr=1e-2)
+    context = torch.randn(5, 4, generator=torch.Generator().manual_seed(0))
+    generator = torch.Generator().manual_seed(1)
+    # three "steps" of one forward pass, as DRAW makes them: one factorization
+    loss = sum(head(context, 2, generator).log_q.mean() for _ in range(3))
+    assert calls["count"] == 1
+    loss.backward()  # the graph is spent: the next forward factorizes again...
+    gradients = {name: p.grad.clone() for name, p in head.named_parameters() if p.grad is not None}
+    head.zero_grad()
+    second = head(context, 2, torch.Generator().manual_seed(1)).log_q.mean()
+    assert calls["count"] == 2
+    second.backward()  # ...and backward works (a micro-batch without an optimizer step)
+    optimizer.step()  # new parameters: a new factor even under no_grad
+    with torch.no_grad():
+        head(context, 2, generator)
+        head(context, 2, generator)
+    assert calls["count"] == 3
+    # the shared factor gives the same gradients as factorizing at every call
+    head_uncached = make_head(objective="collapsed")
+    monkeypatch.setattr(
+        head_uncached, "global_cholesky", lambda: head_uncached.factorize(head_uncached.inputs)
+    )
+    generator = torch.Generator().manual_seed(1)
+    sum(head_uncached(context, 2, generator).log_q.mean() for _ in range(3)).backward()
+    for name, parameter in head_uncached.named_parameters():
+        if name in gradients:
+            torch.testing.assert_close(parameter.grad, gradients[name])

@@ -478,6 +478,9 @@ class Trainer:
             start=self.state.batch_in_epoch,
             drop_last=bool(cfg.drop_last),
         )
+        n_batches = len(train_split) // int(cfg.batch_size)
+        if not cfg.drop_last:
+            n_batches = -(-len(train_split) // int(cfg.batch_size))
         log_every = int(cfg.log_every)
         sums: dict[str, Tensor] = {}
         count, window_start, window_examples = 0, time.perf_counter(), 0
@@ -504,8 +507,9 @@ class Trainer:
                 sums, count, window_start, window_examples = {}, 0, time.perf_counter(), 0
             if finite and self.state.step % int(cfg.checkpoint_every) == 0:
                 self.save()
-            if stop or self.finished_training():
-                return False, stop
+            if stop or (self.finished_training() and self.state.batch_in_epoch < n_batches):
+                return False, stop  # stopped inside the epoch (a step budget ending on its
+                # last batch still completes the epoch: validation, images, eval_at_epochs)
         self.state.epoch += 1
         self.state.batch_in_epoch = 0
         return True, False
@@ -642,6 +646,8 @@ class Trainer:
                     self.save()
                     self.write_metrics("running")
             trained = self.state.step > steps_before
+            if trained and main and cfg.image_every and not (self.run_dir / "samples.png").exists():
+                self.save_images()  # a run stopped by max_steps inside its first epoch
             if self.cfg.eval.at_end and (trained or "test" not in self.metrics):
                 self.metrics["test"] = evaluate_components(
                     self.parts,

@@ -112,6 +112,7 @@ class VGPHead(VariationalHead):
     ) -> None:
         super().__init__(spec)
         self.last_extras: dict[str, Tensor] = {}
+        self._cholesky_cache: tuple[tuple, JitteredCholesky] | None = None
         _check_choice("inference.objective", objective, OBJECTIVES)
         _check_choice("inference.inputs", inputs, INPUT_MODES)
         _check_choice("inference.outputs", outputs, OUTPUT_MODES)
@@ -181,7 +182,8 @@ class VGPHead(VariationalHead):
     ) -> SiteSample:
         # the GP algebra (Cholesky, triangular solves) stays float32 under bf16 autocast
         with torch.autocast(device_type=context.device.type, enabled=False):
-            return self.sample(self.prepare(context.float()), n_samples, generator)
+            dtype = self.kernel.variance.dtype  # the head's own precision (float32 or 64)
+            return self.sample(self.prepare(context.to(dtype)), n_samples, generator)
 
     def prepare(self, context: Tensor) -> VariationalData:
         """Variational data, Cholesky factor and mean-field scale for a `[B, C]`/`[S, B, C]` input.
@@ -201,12 +203,10 @@ class VGPHead(VariationalHead):
             inputs = self.input_net(features).view(*batch, m, c)  # [*batch, M, c]
         else:
             inputs = self.inputs  # [M, c]
-        cholesky = cholesky_with_jitter(
-            self.kernel(inputs, inputs),  # K_ss [M, M] or [*batch, M, M]
-            self.kernel.variance,
-            initial_jitter=self.jitter,
-            max_jitter=self.max_jitter,
-        )
+        if self.inputs_mode == "global":
+            cholesky = self.global_cholesky()
+        else:
+            cholesky = self.factorize(inputs)
         outputs: VariationalOutputs
         if self.outputs_mode == "dense":
             outputs = DenseOutputs(self.output_net(features).view(*batch, m, f_dim))
@@ -226,6 +226,41 @@ class VGPHead(VariationalHead):
         if self.scale_net is not None:
             scale = positive_scale(self.scale_net(features), self.min_scale)  # [*batch, D]
         return VariationalData(context, inputs, cholesky, outputs, scale)
+
+    def factorize(self, inputs: Tensor) -> JitteredCholesky:
+        """Cholesky of K_ss + jitter I for inputs `[M, c]` or `[*batch, M, c]`."""
+        return cholesky_with_jitter(
+            self.kernel(inputs, inputs),  # K_ss [M, M] or [*batch, M, M]
+            self.kernel.variance,
+            initial_jitter=self.jitter,
+            max_jitter=self.max_jitter,
+        )
+
+    def global_cholesky(self) -> JitteredCholesky:
+        """The factor of the global K_ss, computed once per minibatch and reused by every call.
+
+        DRAW calls the head once per step; with global inputs K_ss is the same at every step,
+        so it is factorized once. The cache is keyed on the parameters' versions (an optimizer
+        step or a loaded state invalidates it) and on the grad mode, and a backward pass through
+        the factor clears it (its graph is then spent).
+        """
+        parameters = [self.inputs, *self.kernel.parameters()]
+        key = (
+            tuple(parameter._version for parameter in parameters),
+            torch.is_grad_enabled(),
+            self.inputs.device,
+            self.inputs.dtype,
+        )
+        if self._cholesky_cache is not None and self._cholesky_cache[0] == key:
+            return self._cholesky_cache[1]
+        cholesky = self.factorize(self.inputs)
+        if cholesky.factor.requires_grad:
+            cholesky.factor.register_hook(self._forget_cholesky)
+        self._cholesky_cache = (key, cholesky)
+        return cholesky
+
+    def _forget_cholesky(self, gradient: Tensor) -> None:
+        self._cholesky_cache = None
 
     def gp_moments(self, data: VariationalData, xi: Tensor) -> tuple[Tensor, Tensor]:
         """Mean `[*lead, d_f]` and variance `[*lead]` of f(xi) | variational data (Eq. 4)."""

@@ -59,7 +59,7 @@ def window_from_parameters(raw: Tensor, height: int, width: int, n: int) -> Atte
 
 
 def read(image: Tensor, filters_x: Tensor, filters_y: Tensor, intensity: Tensor) -> Tensor:
-    """The glimpse gamma F_Y x F_X^T of each channel, flattened: `[..., C, H, W]` -> `[..., C*N*N]`."""
+    """The glimpse gamma F_Y x F_X^T of each channel: `[..., C, H, W]` -> `[..., C*N*N]`."""
     glimpse = filters_y.unsqueeze(-3) @ image @ filters_x.transpose(-1, -2).unsqueeze(-3)
     return (intensity[..., None, None, None] * glimpse).flatten(-3)  # [..., C*N*N]
 
@@ -75,7 +75,7 @@ def write(patch: Tensor, filters_x: Tensor, filters_y: Tensor, intensity: Tensor
 
 
 class AttentionRead(nn.Module):
-    """read(x, x^, h_dec) = [gamma F_Y x F_X^T, gamma F_Y x^ F_X^T], window from a linear of h_dec."""
+    """read(x, x^, h_dec) = [gamma F_Y x F_X^T, gamma F_Y x^ F_X^T], window linear in h_dec."""
 
     def __init__(self, x_shape: tuple[int, int, int], decoder_size: int, read_size: int) -> None:
         super().__init__()

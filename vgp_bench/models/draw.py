@@ -97,7 +97,8 @@ class DRAW(LatentVariableModel):
     def _check_input(self, x: Tensor) -> None:
         if tuple(x.shape[1:]) != self.x_shape or x.dim() != 4:
             raise ValueError(
-                f"DRAW expects x of shape [B, {', '.join(map(str, self.x_shape))}], got {tuple(x.shape)}"
+                f"DRAW expects x of shape [B, {', '.join(map(str, self.x_shape))}], "
+                f"got {tuple(x.shape)}"
             )
         check_binary(x)
 
