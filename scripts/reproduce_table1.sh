@@ -8,18 +8,7 @@
 #
 # Extra arguments go to vgp-train as Hydra overrides. SEEDS=0,1,2,3,4 changes the seeds;
 # SWEEP_DIR changes where the runs go (default multirun/table1/<date>_<time>).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-
-# run_tool NAME MODULE ARGS...: .venv/bin/NAME, else NAME on PATH, else python -m MODULE
-run_tool() {
-  local name=$1 module=$2
-  shift 2
-  if [[ -x .venv/bin/$name ]]; then .venv/bin/"$name" "$@"
-  elif command -v "$name" >/dev/null 2>&1; then "$name" "$@"
-  elif [[ -x .venv/bin/python ]]; then .venv/bin/python -m "$module" "$@"
-  else python3 -m "$module" "$@"; fi
-}
+source "$(dirname "$0")/common.sh"
 
 if [[ ! -f data/mnist.h5 && " $* " != *" data_dir="* ]]; then
   echo "reproduce_table1: data/mnist.h5 is missing; make it first with: vgp-data mnist" >&2

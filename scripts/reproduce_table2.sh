@@ -8,17 +8,7 @@
 #
 # Extra arguments go to vgp-train as Hydra overrides (e.g. hydra/launcher=slurm).
 # SEEDS and SWEEP_DIR as in reproduce_table1.sh.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-
-run_tool() {
-  local name=$1 module=$2
-  shift 2
-  if [[ -x .venv/bin/$name ]]; then .venv/bin/"$name" "$@"
-  elif command -v "$name" >/dev/null 2>&1; then "$name" "$@"
-  elif [[ -x .venv/bin/python ]]; then .venv/bin/python -m "$module" "$@"
-  else python3 -m "$module" "$@"; fi
-}
+source "$(dirname "$0")/common.sh"
 
 shopt -s nullglob
 sketch_files=(data/sketch-*.h5)

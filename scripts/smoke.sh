@@ -9,17 +9,7 @@
 # The Sketch rows are skipped, with a message, when no data/sketch-*.h5 exists and
 # SKETCH_SOURCE is unset. Extra arguments go to every vgp-train call as Hydra overrides.
 # Runs go to outputs/smoke/<date>_<time>/ (or SMOKE_DIR).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-
-run_tool() {
-  local name=$1 module=$2
-  shift 2
-  if [[ -x .venv/bin/$name ]]; then .venv/bin/"$name" "$@"
-  elif command -v "$name" >/dev/null 2>&1; then "$name" "$@"
-  elif [[ -x .venv/bin/python ]]; then .venv/bin/python -m "$module" "$@"
-  else python3 -m "$module" "$@"; fi
-}
+source "$(dirname "$0")/common.sh"
 
 if [[ ! -f data/mnist.h5 ]]; then
   echo "smoke: data/mnist.h5 is missing; make it first with: vgp-data mnist" >&2
