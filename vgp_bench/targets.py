@@ -31,7 +31,8 @@ class Target(ABC):
         return self.log_density(z)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.name!r}, log_normalizer={self.log_normalizer:.6f})"
+        kind = type(self).__name__
+        return f"{kind}(name={self.name!r}, log_normalizer={self.log_normalizer:.6f})"
 
 
 def _check_points(z: Tensor) -> None:
@@ -96,7 +97,7 @@ class Mixture(Target):
 
     def __init__(
         self,
-        means: Sequence[Sequence[float]] = ((-3.0, 0.0), (3.0, 0.0)),
+        means: Sequence[Sequence[float]] = ((-4.0, 0.0), (4.0, 0.0)),
         scale: float = 1.0,
         weights: Sequence[float] | None = None,
     ) -> None:

@@ -177,6 +177,34 @@ class VGPHead(VariationalHead):
             min_scale,
         )
 
+    def start_as_identity_warp(self, noise_scale: float) -> None:
+        """Set T = S and the mean-field scale to `noise_scale`: z starts near xi + noise.
+
+        For black-box fitting (no data): each z is then tied to its own latent input, and the
+        target's gradient pulls the mapping apart where it has to (into separate modes, along
+        a ridge); from the tied initialization (all t_n near one value) fits of two separated
+        modes stop in a single broad Gaussian. Needs global inputs, dense outputs, the
+        context-made scale and c = d; other configurations are refused.
+        """
+        if not (
+            self.inputs_mode == "global"
+            and self.outputs_mode == "dense"
+            and self.scale_net is not None
+            and self.latent_input_dim == self.z_dim
+        ):
+            raise ValueError(
+                "an identity start needs inputs=global, outputs=dense, "
+                "mean_field_scale=context and latent_input_dim = d (or pass identity_start=None)"
+            )
+        if noise_scale <= self.min_scale:
+            raise ValueError(f"identity_start must exceed min_scale, got {noise_scale}")
+        with torch.no_grad():
+            self.output_net.weight.zero_()
+            self.output_net.bias.copy_(self.inputs.reshape(-1))  # T = S, [M * d]
+            self.scale_net.weight.zero_()
+            raw = noise_scale - self.min_scale
+            self.scale_net.bias.fill_(raw + math.log(-math.expm1(-raw)))  # softplus^-1
+
     def forward(
         self, context: Tensor, n_samples: int, generator: torch.Generator | None = None
     ) -> SiteSample:
