@@ -170,6 +170,53 @@ def bench_vgp(quick: bool) -> dict:
     return results
 
 
+def bench_draw(quick: bool) -> dict:
+    """DRAW step time (batch 100, T = 64, default sizes) with each head, and the dominant cost."""
+    steps = 2 if quick else 5
+    results: dict = {}
+    variants = {
+        "vae": ["inference=vae"],
+        "vgp (default: shared_basis)": ["inference=vgp"],
+        "vgp dense (paper)": ["inference=vgp", "inference.outputs=dense"],
+    }
+    for name, overrides in variants.items():
+        results[name] = runner_training(["model=draw", *overrides], steps, warmup=1)
+    base = results["vae"]["ms_per_step"]
+    for name in variants:
+        results[name]["step_ratio_to_vae"] = results[name]["ms_per_step"] / base
+    results["dominant_cost"] = profile_draw_step()
+    results["target"] = "draw+vgp (default) step <= 2x draw+vae"
+    return results
+
+
+def profile_draw_step(top: int = 6) -> dict[str, list]:
+    """The operators taking most CPU time in one DRAW training step, per head."""
+    from torch.profiler import profile
+
+    table: dict[str, list] = {}
+    for name in ("vae", "vgp"):
+        cfg = compose(
+            [
+                *data_overrides(),
+                "device=cpu",
+                "model=draw",
+                f"inference={name}",
+                "trainer.progress=false",
+            ]
+        )
+        parts = build_components(cfg)
+        trainer = Trainer(cfg, REPO / "bench" / "scratch", parts)
+        trainer.training_step(torch.arange(100))
+        with profile() as profiler:
+            trainer.training_step(torch.arange(100))
+        events = sorted(profiler.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)[
+            :top
+        ]
+        total = sum(e.self_cpu_time_total for e in profiler.key_averages())
+        table[name] = [[e.key, round(100 * e.self_cpu_time_total / total, 1)] for e in events]
+    return table
+
+
 # Further benchmarks register here as (name, "module:function"); each takes quick: bool.
 EXTRA_BENCHMARKS: list[tuple[str, str]] = []
 
@@ -193,7 +240,7 @@ def main() -> None:
         "code_version": code_version(),
         "data": data_overrides()[0],
     }
-    benchmarks = [("dlgm1_vae", bench_dlgm1_vae), ("vgp", bench_vgp)]
+    benchmarks = [("dlgm1_vae", bench_dlgm1_vae), ("vgp", bench_vgp), ("draw", bench_draw)]
     for name, target in EXTRA_BENCHMARKS:
         module_name, function_name = target.split(":")
         benchmarks.append((name, getattr(importlib.import_module(module_name), function_name)))

@@ -136,7 +136,6 @@ TINY = [
 ]
 
 
-@pytest.mark.slow
 def test_multirun_of_two_configurations_reaches_the_report(tmp_path, capsys):
     """`vgp-train -m inference=vae,vgp seed=0,1` through the real entry point, then vgp-report."""
     sweep_dir = tmp_path / "sweep"
