@@ -21,7 +21,6 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.optim.lr_scheduler import LambdaLR
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
@@ -41,6 +40,7 @@ from vgp_bench.runtime import (
     make_generator,
     resolve_device,
 )
+from vgp_bench.schedules import StepSizeSchedule
 
 # Keys that may change between an interrupted run and its resumption.
 RESUMABLE_CHANGES = ("trainer", "eval", "device", "data_dir", "experiment_name")
@@ -59,7 +59,7 @@ class Components:
     model: LatentVariableModel
     heads: nn.ModuleDict
     optimizer: torch.optim.Optimizer
-    scheduler: LambdaLR
+    schedule: StepSizeSchedule
     device: torch.device
 
     @property
@@ -93,13 +93,16 @@ class BoundObjective(nn.Module):
         self.heads = heads
 
     def forward(
-        self, x: Tensor, n_samples: int, generator: torch.Generator
+        self, x: Tensor, n_samples: int, generator: torch.Generator, with_terms: bool = True
     ) -> tuple[Tensor, dict[str, Tensor]]:
         trace = self.model(x, self.heads, n_samples, generator)
-        terms = {name: value.mean() for name, value in trace.terms.items()}
-        terms["log_q"] = trace.log_q.mean()
-        if "log_likelihood" in trace.terms:  # the rest of the bound: a Monte Carlo KL estimate
-            terms["kl"] = (trace.log_q - trace.log_p + trace.terms["log_likelihood"]).mean()
+        if not with_terms:
+            return trace.log_weights.mean(), {}
+        with torch.no_grad():  # for logging only
+            terms = {name: value.mean() for name, value in trace.terms.items()}
+            terms["log_q"] = trace.log_q.mean()
+            if "log_likelihood" in trace.terms:  # the rest of the bound: a Monte Carlo KL
+                terms["kl"] = (trace.log_q - trace.log_p + trace.terms["log_likelihood"]).mean()
         return trace.log_weights.mean(), terms
 
 
@@ -132,8 +135,8 @@ def build_components(
     heads = build_heads(build(cfg.inference), model.sites).to(device)
     parameters = [*model.parameters(), *heads.parameters()]
     optimizer = build(cfg.optim.optimizer, params=parameters)
-    scheduler = LambdaLR(optimizer, build(cfg.optim.schedule))
-    return Components(data.to(device), model, heads, optimizer, scheduler, device)
+    schedule = StepSizeSchedule(optimizer, build(cfg.optim.schedule))
+    return Components(data.to(device), model, heads, optimizer, schedule, device)
 
 
 def check_same_run(saved: dict[str, Any], current: dict[str, Any], run_dir: Path) -> None:
@@ -342,7 +345,6 @@ class Trainer:
             "model": parts.model.state_dict(),
             "heads": parts.heads.state_dict(),
             "optimizer": parts.optimizer.state_dict(),
-            "scheduler": parts.scheduler.state_dict(),
             "generators": generator_states,
             "state": asdict(self.state),
             "config": OmegaConf.to_container(self.cfg, resolve=True),
@@ -389,10 +391,10 @@ class Trainer:
         parts.model.load_state_dict(checkpoint["model"])
         parts.heads.load_state_dict(checkpoint["heads"])
         parts.optimizer.load_state_dict(checkpoint["optimizer"])
-        parts.scheduler.load_state_dict(checkpoint["scheduler"])
         for generator, shard in zip(self.generators, self.local_shards, strict=True):
             generator.set_state(states[shard])
         self.state = RunState(**checkpoint["state"])
+        parts.schedule.apply(self.state.step)
         return True
 
     # -- the loop ----------------------------------------------------------------------------
@@ -403,15 +405,53 @@ class Trainer:
         return self.state.epoch >= int(self.trainer_cfg.epochs)
 
     def training_step(
-        self, indices: Tensor, stop_requested: bool = False
+        self, indices: Tensor, stop_requested: bool = False, with_terms: bool = True
     ) -> tuple[Tensor, dict[str, Tensor], bool, bool]:
-        """One update on the global batch `indices`: (bound, terms, finite, stop agreed)."""
+        """One update on the global batch `indices`: (bound, terms, finite, stop agreed).
+
+        The named terms (for logging) are computed only `with_terms`.
+        """
+        parts, cfg = self.parts, self.trainer_cfg
+        parts.optimizer.zero_grad(set_to_none=True)
+        if self.total_shards == 1:  # the common case, without shard bookkeeping
+            generator = self.generators[0]
+            x = parts.data.train.gather(indices, generator)
+            with self.autocast():
+                bound, terms = self.objective(x, int(cfg.n_samples), generator, with_terms)
+            (-bound).backward()
+            bound = bound.detach().float()
+        else:
+            bound, terms = self.sharded_backward(indices, with_terms)
+        grad_norm = self.gradient_norm()
+        finite_tensor = torch.isfinite(bound) & torch.isfinite(grad_norm)
+        if self.context.enabled:  # every rank must agree to step and to stop
+            flags = torch.stack([finite_tensor, torch.tensor(not stop_requested)])
+            finite, keep_going = self.context.all_true(flags.to(parts.device)).tolist()
+        else:
+            finite, keep_going = bool(finite_tensor), not stop_requested  # the one sync a step
+        if finite:
+            parts.schedule.apply(self.state.step)
+            parts.optimizer.step()
+        terms["grad_norm"] = grad_norm.detach()
+        return bound, terms, finite, not keep_going
+
+    def gradient_norm(self) -> Tensor:
+        """The global gradient norm, clipping to `trainer.grad_clip` when it is set."""
+        clip = self.trainer_cfg.grad_clip
+        if clip:
+            return torch.nn.utils.clip_grad_norm_(self.parts.parameters, float(clip))
+        gradients = [p.grad for p in self.parts.parameters if p.grad is not None]
+        return torch.nn.utils.get_total_norm(gradients)  # no rescaling pass when not clipping
+
+    def sharded_backward(
+        self, indices: Tensor, with_terms: bool = True
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """Accumulate the gradient of the global batch's mean bound over this rank's shards."""
         parts, cfg = self.parts, self.trainer_cfg
         shards = indices.tensor_split(self.total_shards)
         batch_size = indices.numel()
         # DDP averages gradients over ranks: scale each rank's share back to a sum
         scale = float(self.context.world_size)
-        parts.optimizer.zero_grad(set_to_none=True)
         bound_total = torch.zeros((), device=parts.device)
         terms_total: dict[str, Tensor] = {}
         for position, (shard, generator) in enumerate(
@@ -423,37 +463,22 @@ class Trainer:
             sync = self.ddp.no_sync() if self.ddp is not None and not last else nullcontext()
             with sync:
                 with self.autocast():
-                    bound, terms = self.objective(x, int(cfg.n_samples), generator)
-                weight = shard_indices.numel() / batch_size
-                (-(bound.float() * weight * scale)).backward()
-            bound_total = bound_total + bound.detach().float() * weight * scale
+                    bound, terms = self.objective(x, int(cfg.n_samples), generator, with_terms)
+                weight = shard_indices.numel() / batch_size * scale
+                (-(bound.float() * weight)).backward()
+            bound_total = bound_total + bound.detach().float() * weight
             for name, value in terms.items():
-                terms_total[name] = terms_total.get(name, 0.0) + value.detach().float() * weight
-        clip = cfg.grad_clip
-        grad_norm = torch.nn.utils.clip_grad_norm_(
-            parts.parameters, float(clip) if clip else math.inf
-        )
-        flags = torch.stack(
-            [
-                torch.isfinite(bound_total),
-                torch.isfinite(grad_norm),
-                torch.tensor(not stop_requested, device=parts.device),
-            ]
-        )
-        finite_bound, finite_grad, keep_going = self.context.all_true(flags).tolist()  # one sync
-        finite = finite_bound and finite_grad
-        if finite:
-            parts.optimizer.step()
-            parts.scheduler.step()
-        terms_total = {name: value * scale for name, value in terms_total.items()}
-        terms_total["grad_norm"] = grad_norm.detach()
-        return bound_total, terms_total, finite, not keep_going
+                terms_total[name] = terms_total.get(name, 0.0) + value.float() * weight
+        return bound_total, terms_total
 
     def log_scalars(
-        self, sums: dict[str, Tensor], count: int, examples_per_s: float
+        self, window_bound: Tensor, terms: dict[str, Tensor], examples_per_s: float
     ) -> dict[str, float]:
-        values = {name: float(total) / count for name, total in sums.items()}
-        values["lr"] = self.parts.scheduler.get_last_lr()[0]
+        """TensorBoard scalars: the bound averaged over the logging window, the other terms
+        of the latest step (so the loop adds nothing per step but the bound)."""
+        values = {"bound": float(window_bound)}
+        values.update({name: float(value) for name, value in terms.items()})
+        values["lr"] = self.parts.schedule.current()
         values["examples_per_s"] = examples_per_s
         main_scalars = ("bound", "lr", "grad_norm", "examples_per_s")
         for name, value in values.items():
@@ -482,18 +507,20 @@ class Trainer:
         if not cfg.drop_last:
             n_batches = -(-len(train_split) // int(cfg.batch_size))
         log_every = int(cfg.log_every)
-        sums: dict[str, Tensor] = {}
+        window_bound = torch.zeros((), device=self.parts.device)
         count, window_start, window_examples = 0, time.perf_counter(), 0
         for indices in batches:
-            bound, terms, finite, stop = self.training_step(indices, bool(stop_request))
+            logging_step = (self.state.step + 1) % log_every == 0
+            bound, terms, finite, stop = self.training_step(
+                indices, bool(stop_request), with_terms=logging_step
+            )
             self.state.batch_in_epoch += 1
             if finite:
                 self.state.step += 1
                 self.state.nonfinite_in_row = 0
                 self.epoch_bound_sum += bound
                 self.state.epoch_bound_count += 1
-                for name, value in {"bound": bound, **terms}.items():
-                    sums[name] = sums.get(name, 0.0) + value
+                window_bound += bound
                 count += 1
                 window_examples += indices.numel()
                 bar.update(1)
@@ -501,10 +528,13 @@ class Trainer:
                 self.on_nonfinite()
             if count and self.state.step % log_every == 0:
                 elapsed = time.perf_counter() - window_start
-                values = self.log_scalars(sums, count, window_examples / max(elapsed, 1e-9))
+                values = self.log_scalars(
+                    window_bound / count, terms, window_examples / max(elapsed, 1e-9)
+                )
                 self.log_head_extras()
                 bar.set_postfix(bound=f"{values['bound']:.2f}", refresh=False)
-                sums, count, window_start, window_examples = {}, 0, time.perf_counter(), 0
+                window_bound.zero_()
+                count, window_start, window_examples = 0, time.perf_counter(), 0
             if finite and self.state.step % int(cfg.checkpoint_every) == 0:
                 self.save()
             if stop or (self.finished_training() and self.state.batch_in_epoch < n_batches):
