@@ -306,3 +306,33 @@ def test_a_step_budget_ending_an_epoch_completes_it(tmp_path: Path) -> None:
     short = tmp_path / "short"
     train(compose_config([*TINY, "trainer.max_steps=2", "eval.at_end=false"]), short)
     assert (short / "samples.png").is_file()  # images even when no epoch completed
+
+
+@pytest.mark.parametrize("check_gradients", [True, False])
+def test_a_nan_gradient_never_reaches_a_checkpoint(tmp_path: Path, check_gradients: bool) -> None:
+    cfg = compose_config(
+        [
+            *TINY,
+            "trainer.checkpoint_every=1",
+            "trainer.max_nonfinite=3",
+            f"trainer.check_gradients={str(check_gradients).lower()}",
+        ]
+    )
+    parts = build_components(cfg)
+    calls = {"count": 0}
+
+    def poison_once(gradient: torch.Tensor) -> torch.Tensor:
+        calls["count"] += 1
+        return gradient * float("nan") if calls["count"] == 3 else gradient
+
+    next(parts.model.parameters()).register_hook(poison_once)
+    trainer = Trainer(cfg, tmp_path, parts)
+    if check_gradients:  # the poisoned update is skipped and the run goes on
+        metrics = trainer.fit()
+        assert metrics["status"] == "finished" and metrics["nonfinite_skipped"] == 1
+    else:  # the update lands; the run stops before a NaN parameter is saved
+        with pytest.raises(NonFiniteTrainingError, match="parameters became NaN/Inf"):
+            trainer.fit()
+        checkpoint = load_checkpoint(tmp_path / "checkpoints" / "last.pt")
+        assert checkpoint["state"]["step"] == 2
+        assert all(torch.isfinite(v).all() for v in checkpoint["model"].values())

@@ -48,7 +48,7 @@ def check_binary(x: Tensor) -> None:
 
     On CUDA the check is asynchronous (no host sync); on CPU it is immediate.
     """
-    is_binary = ((x == 0) | (x == 1)).all()
+    is_binary = ~(x * (1 - x)).any()  # x (1 - x) = 0 exactly when x is 0 or 1
     message = (
         "Bernoulli likelihood got non-binary input; binarize the data "
         "(dataset.binarization=fixed|dynamic) instead of passing grey levels"

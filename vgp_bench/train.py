@@ -338,9 +338,15 @@ class Trainer:
             )
             for state in rank_states
         ]
+        parts = self.parts
+        if not all(bool(torch.isfinite(p).all()) for p in parts.parameters):
+            raise NonFiniteTrainingError(
+                f"parameters became NaN/Inf at step {self.state.step} (a non-finite gradient); "
+                f"the last good checkpoint {self.checkpoint_dir / 'last.pt'} is kept; set "
+                "trainer.grad_clip or trainer.check_gradients=true, or lower optim.optimizer.lr"
+            )
         if not self.context.is_main:
             return
-        parts = self.parts
         checkpoint = {
             "model": parts.model.state_dict(),
             "heads": parts.heads.state_dict(),
@@ -422,8 +428,11 @@ class Trainer:
             bound = bound.detach().float()
         else:
             bound, terms = self.sharded_backward(indices, with_terms)
-        grad_norm = self.gradient_norm()
-        finite_tensor = torch.isfinite(bound) & torch.isfinite(grad_norm)
+        finite_tensor = torch.isfinite(bound)
+        if cfg.grad_clip or cfg.check_gradients or with_terms:  # one more pass over gradients
+            grad_norm = self.gradient_norm()
+            finite_tensor = finite_tensor & torch.isfinite(grad_norm)
+            terms["grad_norm"] = grad_norm.detach()
         if self.context.enabled:  # every rank must agree to step and to stop
             flags = torch.stack([finite_tensor, torch.tensor(not stop_requested)])
             finite, keep_going = self.context.all_true(flags.to(parts.device)).tolist()
@@ -432,7 +441,6 @@ class Trainer:
         if finite:
             parts.schedule.apply(self.state.step)
             parts.optimizer.step()
-        terms["grad_norm"] = grad_norm.detach()
         return bound, terms, finite, not keep_going
 
     def gradient_norm(self) -> Tensor:
