@@ -19,7 +19,7 @@ from tqdm import tqdm
 from vgp_bench.benchmarks import plain_vae
 from vgp_bench.evaluate import estimate_split
 from vgp_bench.runtime import code_version, make_generator
-from vgp_bench.train import Trainer, build_components
+from vgp_bench.train import NullWriter, Trainer, build_components
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -39,21 +39,26 @@ def data_overrides() -> list[str]:
     return ["dataset=synthetic", "dataset.n_train=10000", "dataset.n_test=1000"]
 
 
-def runner_training(overrides: list[str], steps: int, warmup: int = 5) -> dict:
-    """Examples/s of the real training loop (Trainer.run_epoch), data already in memory."""
+def make_trainer(overrides: list[str]) -> Trainer:
+    """A Trainer of the real configs on CPU, logging nowhere, checkpointing never."""
     cfg = compose(
         [
             *data_overrides(),
             "device=cpu",
             "trainer.progress=false",
-            f"trainer.max_steps={warmup + steps}",
             "trainer.checkpoint_every=1000000",
             *overrides,
         ]
     )
-    parts = build_components(cfg)
-    trainer = Trainer(cfg, REPO / "bench" / "scratch", parts)
-    trainer.writer = _NullWriter()
+    trainer = Trainer(cfg, REPO / "bench" / "scratch", build_components(cfg))
+    trainer.writer = NullWriter()
+    return trainer
+
+
+def runner_training(overrides: list[str], steps: int, warmup: int = 5) -> dict:
+    """Examples/s of the real training loop (Trainer.run_epoch), data already in memory."""
+    trainer = make_trainer(overrides)
+    cfg = trainer.cfg
     with tqdm(disable=True) as bar:
         cfg.trainer.max_steps = warmup
         trainer.run_epoch({}, bar)
@@ -93,11 +98,6 @@ def runner_is(overrides: list[str], examples: int, samples: int) -> dict:
         "is_samples": samples,
         "chunk_size": int(cfg.eval.chunk_size),
     }
-
-
-class _NullWriter:
-    def add_scalar(self, *args, **kwargs) -> None:
-        pass
 
 
 def bench_dlgm1_vae(quick: bool) -> dict:
@@ -195,17 +195,7 @@ def profile_draw_step(top: int = 6) -> dict[str, list]:
 
     table: dict[str, list] = {}
     for name in ("vae", "vgp"):
-        cfg = compose(
-            [
-                *data_overrides(),
-                "device=cpu",
-                "model=draw",
-                f"inference={name}",
-                "trainer.progress=false",
-            ]
-        )
-        parts = build_components(cfg)
-        trainer = Trainer(cfg, REPO / "bench" / "scratch", parts)
+        trainer = make_trainer(["model=draw", f"inference={name}"])
         trainer.training_step(torch.arange(100))
         with profile() as profiler:
             trainer.training_step(torch.arange(100))
