@@ -16,7 +16,7 @@ from torch import Tensor
 from torchvision.utils import make_grid
 
 from vgp_bench.blackbox import FAMILIES, FittedFamily, fit
-from vgp_bench.runtime import build
+from vgp_bench.runtime import CONFIG_DIR, build
 from vgp_bench.targets import PlotRange, Target
 
 # Anchor colours of a perceptually ordered dark-to-bright map (sampled from "viridis").
@@ -193,7 +193,7 @@ def _fit_line(line: str, draw: ImageDraw.ImageDraw, font: Any, width: int) -> st
     return line
 
 
-@hydra.main(config_path="../configs", config_name="fit", version_base="1.3")
+@hydra.main(config_path=CONFIG_DIR, config_name="fit", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     """Entry point of `vgp-fit`; see `configs/fit.yaml`."""
     run(cfg, Path(HydraConfig.get().runtime.output_dir))
