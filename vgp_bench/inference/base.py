@@ -52,14 +52,3 @@ HeadFactory = Callable[[SiteSpec], VariationalHead]
 def build_heads(factory: HeadFactory, sites: Mapping[str, SiteSpec]) -> nn.ModuleDict:
     """One head per model site, built by the (partially instantiated) inference config."""
     return nn.ModuleDict({name: factory(spec) for name, spec in sites.items()})
-
-
-def expand_context(context: Tensor, n_samples: int) -> Tensor:
-    """Broadcast a shared `[B, C]` context to `[S, B, C]`; a per-sample one passes through."""
-    if context.dim() == 2:
-        return context.unsqueeze(0).expand(n_samples, *context.shape)
-    if context.dim() == 3 and context.shape[0] == n_samples:
-        return context
-    raise ValueError(
-        f"context must be [B, C] or [S={n_samples}, B, C], got shape {tuple(context.shape)}"
-    )
