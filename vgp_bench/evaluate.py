@@ -71,11 +71,10 @@ def estimate_split(
     model.eval()
     heads.eval()
     log_likelihoods, bounds = [], []
-    n_batches = -(-len(split) // batch_size)
     batches = split.batches(batch_size, generator=generator)
     bar = tqdm(
         batches,
-        total=n_batches,
+        total=split.batch_count(batch_size),
         desc=description,
         disable=not progress,
         leave=False,

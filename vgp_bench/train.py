@@ -511,9 +511,7 @@ class Trainer:
             start=self.state.batch_in_epoch,
             drop_last=bool(cfg.drop_last),
         )
-        n_batches = len(train_split) // int(cfg.batch_size)
-        if not cfg.drop_last:
-            n_batches = -(-len(train_split) // int(cfg.batch_size))
+        n_batches = train_split.batch_count(int(cfg.batch_size), bool(cfg.drop_last))
         log_every = int(cfg.log_every)
         window_bound = torch.zeros((), device=self.parts.device)
         count, window_start, window_examples = 0, time.perf_counter(), 0
@@ -629,8 +627,7 @@ class Trainer:
 
     def steps_planned(self) -> int:
         cfg = self.trainer_cfg
-        examples, batch = len(self.parts.data.train), int(cfg.batch_size)
-        per_epoch = examples // batch if cfg.drop_last else -(-examples // batch)
+        per_epoch = self.parts.data.train.batch_count(int(cfg.batch_size), bool(cfg.drop_last))
         total = int(cfg.epochs) * per_epoch
         return total if cfg.max_steps is None else min(total, int(cfg.max_steps))
 

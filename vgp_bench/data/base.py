@@ -76,13 +76,16 @@ class ImageSplit:
         order_generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
         return torch.randperm(len(self), generator=order_generator)
 
+    def batch_count(self, batch_size: int, drop_last: bool = False) -> int:
+        """Number of batches of `batch_size` in one pass (the last one partial unless dropped)."""
+        return len(self) // batch_size if drop_last else -(-len(self) // batch_size)
+
     def batch_indices(
         self, batch_size: int, order: Tensor | None = None, start: int = 0, drop_last: bool = False
     ) -> Iterator[Tensor]:
         """Index tensors of the batches in `order` (default: stored order) from batch `start`."""
         order = torch.arange(len(self)) if order is None else order
-        n_batches = len(self) // batch_size if drop_last else -(-len(self) // batch_size)
-        for batch_number in range(start, n_batches):
+        for batch_number in range(start, self.batch_count(batch_size, drop_last)):
             yield order[batch_number * batch_size : (batch_number + 1) * batch_size]
 
     def batches(
