@@ -121,7 +121,9 @@ def _hydra_main(cfg: DictConfig) -> None:
     from vgp_bench.train import evaluate_checkpoint  # the trainer owns run folders
 
     try:
-        summary = evaluate_checkpoint(cfg.checkpoint, cfg.eval, device_name=cfg.device)
+        summary = evaluate_checkpoint(
+            cfg.checkpoint, cfg.eval, device_name=cfg.device, data_dir=cfg.data_dir
+        )
     except (FileNotFoundError, ValueError, RuntimeError) as error:
         print(f"vgp-eval: error: {error}", file=sys.stderr)
         sys.exit(1)

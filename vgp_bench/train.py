@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import sys
 import time
@@ -763,7 +764,7 @@ def _hydra_main(cfg: DictConfig) -> None:
         sys.exit(1)
     if metrics.get("status") == "interrupted":
         sys.exit(130)
-    if "test" in metrics and metrics.get("world_size", 1) >= 1:
+    if "test" in metrics and int(os.environ.get("RANK", "0")) == 0:  # once under torchrun
         print(
             f"\n{metrics.get('model')} + {metrics.get('inference')} on "
             f"{metrics.get('dataset', {}).get('name')} ({run_dir})"
