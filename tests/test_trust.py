@@ -46,7 +46,7 @@ def test_a_crafted_last_checkpoint_is_refused_by_vgp_train(tmp_path: Path) -> No
     marker = tmp_path / "marker"
     run_dir = tmp_path / "run"
     write_malicious_checkpoint(run_dir / "checkpoints" / "last.pt", marker)
-    with pytest.raises(ValueError, match="last.pt"):
+    with pytest.raises(ValueError, match=r"last\.pt"):
         train(compose_config(TINY), run_dir)
     assert not marker.exists()
 
