@@ -58,8 +58,8 @@ def test_f_at_a_fixed_input_follows_eq4():
     with torch.no_grad():
         data = head.prepare(context)
         xi = torch.tensor([[0.3, -0.7], [1.6, 0.2]], dtype=torch.float64)  # one per data point
-        mean, variance = head.gp_moments(data, xi.expand(S, 2, 2))
-        f, _ = head.sample_f(mean, variance, torch.Generator().manual_seed(1))  # [S, B, d]
+        mean, scale = head.f_moments(data, xi.expand(S, 2, 2))
+        f = head.sample_f(mean, scale, torch.Generator().manual_seed(1))  # [S, B, d]
         # Eq. 4 by explicit inverse
         kernel, inputs, table = head.kernel, head.inputs, data.outputs.dense()  # T: [B, M, d]
         gram = kernel(inputs, inputs) + data.cholesky.jitter * torch.eye(16, dtype=torch.float64)

@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from vgp_bench.checkpoint import load_checkpoint, save_checkpoint, write_json
 from vgp_bench.data.base import CorruptDataError, DatasetBundle, ImageSplit, MissingDataError
+from vgp_bench.diagnostics import head_diagnostics
 from vgp_bench.distributed import DistributedContext, init_distributed, shutdown_distributed
 from vgp_bench.evaluate import estimate_split, format_summary, save_per_example
 from vgp_bench.images import reconstruction_pairs, save_grid
@@ -588,6 +589,8 @@ class Trainer:
             if record["valid_bound"] > self.state.best_valid_bound:
                 self.state.best_valid_bound = record["valid_bound"]
                 self.save("best.pt")
+        if cfg.diagnostics_examples and parts.data.valid is not None and self.context.is_main:
+            record.update(self.head_diagnostics(int(cfg.diagnostics_examples)))
         if epoch in [int(e) for e in cfg.eval_at_epochs]:
             summary = evaluate_components(
                 parts, self.cfg.eval, int(self.cfg.eval.epoch_is_samples), self.context
@@ -603,6 +606,18 @@ class Trainer:
         self.state.history.append(record)
         if cfg.image_every and epoch % int(cfg.image_every) == 0 and self.context.is_main:
             self.save_images()
+
+    def head_diagnostics(self, count: int) -> dict[str, float]:
+        """The heads' own statistics (the VGP's warp share) on the first `count` validation
+        examples, with a fixed generator: the same draws every epoch."""
+        parts = self.parts
+        assert parts.data.valid is not None
+        x = parts.data.valid.gather(torch.arange(min(count, len(parts.data.valid))))
+        generator = make_generator(parts.device, int(self.cfg.eval.seed))
+        stats = head_diagnostics(parts.model, parts.heads, x.to(parts.device), generator)
+        for name, value in stats.items():
+            self.writer.add_scalar(f"heads/{name}", value, self.state.step)
+        return stats
 
     @torch.no_grad()
     def save_images(self, count: int = 64) -> None:

@@ -101,25 +101,23 @@ class AuxiliaryModel(nn.Module):
                 context_dim, z_dim + latent_input_dim, f_dim, hidden_dims, activation, min_scale
             )
 
-    def xi_given_z(self, context: Tensor, z: Tensor) -> tuple[Tensor, Tensor]:
-        """Mean and scale of r(xi | x, z), each `[*lead, c]`."""
+    def xi_given_z(
+        self, context: Tensor, z: Tensor, base: tuple[Tensor, Tensor] | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Mean and scale of r(xi | x, z), each `[*lead, c]`.
+
+        With `base` (mean, scale) the network corrects a Gaussian the head already knows
+        (the inverse of a linear warp): mean = base mean + net mean, scale = base scale * net
+        scale, so that r starts at the base (the network's outputs start at 0 and 1).
+        """
         if self.structure == "factorized":
             mean, scale = self.joint_net(context, z)
-            return mean[..., : self.latent_input_dim], scale[..., : self.latent_input_dim]
-        return self.xi_net(context, z)
-
-    def xi_and_f_given_z(
-        self, context: Tensor, z: Tensor
-    ) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
-        """(mean, scale) of r(xi | x, z) `[*lead, c]` and of r(f | x, z) `[*lead, d_f]`.
-
-        Only for the `factorized` structure, where one network makes both.
-        """
-        if self.structure != "factorized":
-            raise RuntimeError("xi_and_f_given_z needs the factorized auxiliary structure")
-        mean, scale = self.joint_net(context, z)
-        c = self.latent_input_dim
-        return (mean[..., :c], scale[..., :c]), (mean[..., c:], scale[..., c:])
+            mean, scale = mean[..., : self.latent_input_dim], scale[..., : self.latent_input_dim]
+        else:
+            mean, scale = self.xi_net(context, z)
+        if base is None:
+            return mean, scale
+        return base[0] + mean, base[1] * scale
 
     def f_given_xi_z(self, context: Tensor, z: Tensor, xi: Tensor) -> tuple[Tensor, Tensor]:
         """Mean and scale of r(f | xi, x, z) `[*lead, d_f]`; `factorized` ignores xi."""

@@ -48,9 +48,19 @@ from vgp_bench.nets import mlp, output_dim
 
 OBJECTIVES = ("collapsed", "hierarchical", "paper")
 INPUT_MODES = ("global", "amortized")
-OUTPUT_MODES = ("dense", "low_rank", "shared_basis")
+OUTPUT_MODES = ("dense", "low_rank", "shared_basis", "global")
 SCALE_MODES = ("context", "gp")
-AUXILIARY_STRUCTURE = {"collapsed": "xi", "hierarchical": "xi_then_f", "paper": "factorized"}
+PRIOR_MEANS = ("zero", "identity")
+PAPER_AUXILIARIES = ("factorized", "conditional")
+
+
+def auxiliary_structure(objective: str, paper_auxiliary: str) -> str:
+    """Which factorization of r an objective needs (see AuxiliaryModel)."""
+    if objective == "collapsed":
+        return "xi"
+    if objective == "hierarchical" or paper_auxiliary == "conditional":
+        return "xi_then_f"
+    return "factorized"
 
 
 @dataclass
@@ -61,8 +71,10 @@ class VariationalData:
     context: Tensor  # [*batch, C], batch = (B,) or (S, B)
     inputs: Tensor  # S: [M, c] global, [*batch, M, c] amortized
     cholesky: JitteredCholesky  # of K_ss + jitter I: factor [M, M] or [*batch, M, M]
-    outputs: VariationalOutputs  # T: [*batch, M, d_f]
+    outputs: VariationalOutputs  # T: [*batch, M, d_f] (residuals around the prior mean)
     scale: Tensor | None  # mean-field sigma [*batch, D]; None when the GP outputs it
+    location: Tensor | None = None  # identity prior mean: m(h) [*batch, D]
+    warp_scale: Tensor | None = None  # identity prior mean: s(h) [*batch, D]
 
 
 class VGPHead(VariationalHead):
@@ -74,17 +86,26 @@ class VGPHead(VariationalHead):
       S(h) `[B, m, c]` per example (the paper's literal Section 3.2; one Cholesky each);
     - `outputs`: `dense` T(h) = a linear layer from the features to m x d_f (the paper's form),
       or `low_rank` T(h) = 1 t0(h)^T + U(h) V(h), U `[m, r]`, V `[r, d_f]`, all from the
-      features: d_f + r (m + d_f) numbers per example and a mean that never forms T;
-      or `shared_basis` T(h) = 1 t0(h)^T + U V(h) with U `[m, r]` a global parameter: only
-      d_f + r d_f numbers per example, and the w^T U projection is shared by the batch;
+      features; or `shared_basis` T(h) = 1 t0(h)^T + U V(h) with U `[m, r]` a global
+      parameter; or `global` T `[m, d_f]`, one set of outputs shared by all examples.
+      Under the zero prior mean, low_rank and shared_basis confine the warping of the mean to
+      r + 1 directions (a sub-family, DESIGN.md section 2); dense and global do not;
+    - `prior_mean`: `zero` (the paper's GP) or `identity`, an amortized linear prior mean:
+      f = m(h) + s(h) * g(xi) with g ~ GP(xi, k) conditioned on (S, T(h)), so that
+      E[f | xi] = m(h) + s(h) * (xi + w(xi)^T T(h)) and Var[f_j | xi] = s_j(h)^2 v(xi).
+      With T = 0 this is the mean-field family (z = m + s xi + noise): the run starts as a VAE
+      and the outputs T bend the warp where the bound gains. Needs c = d and the context-made
+      scale; r(xi | x, z) then starts at the exact inverse of the linear warp;
     - `mean_field_scale`: sigma(h) from the context (`context`), or from the GP, which then
       outputs d_f = 2d values (mean and pre-softplus scale; needs a non-collapsed objective);
-    - `objective` and `aux_samples` as in the module docstring;
+    - `objective` and `aux_samples` as in the module docstring; `paper_auxiliary` picks the
+      r of the paper objective: `factorized` r(xi | x, z) r(f | x, z) (Section 3.2) or
+      `conditional` r(xi | x, z) r(f | xi, x, z) (Eq. 6);
     - `hidden_dims`: an MLP on the context shared by the heads that make S(h), T(h), sigma(h);
       `aux_hidden_dims`: the MLPs of r;
     - `jitter` (relative to sigma^2_ard) grows x10 on a failed Cholesky up to `max_jitter`.
 
-    At initialization all t_n start near one linear function of the features (spread
+    Zero prior mean: all t_n start near one linear function of the features (spread
     `init_output_spread`), S ~ N(0, I), omega = 1/c: z is then close to a mean-field Gaussian
     N(t0(h), s2 + sigma(h)^2) with a mild dependence on xi, and r(xi | .) starts at N(0, I).
     """
@@ -100,6 +121,8 @@ class VGPHead(VariationalHead):
         objective: str = "collapsed",
         aux_samples: int = 0,
         mean_field_scale: str = "context",
+        prior_mean: str = "zero",
+        paper_auxiliary: str = "factorized",
         hidden_dims: Sequence[int] = (),
         aux_hidden_dims: Sequence[int] = (256,),
         activation: str = "tanh",
@@ -107,6 +130,7 @@ class VGPHead(VariationalHead):
         kernel_variance: float = 1.0,
         kernel_inverse_lengthscale: float | None = None,
         init_output_spread: float = 0.1,
+        init_noise_scale: float = 0.1,
         jitter: float = 1e-6,
         max_jitter: float = 1e-2,
     ) -> None:
@@ -117,6 +141,8 @@ class VGPHead(VariationalHead):
         _check_choice("inference.inputs", inputs, INPUT_MODES)
         _check_choice("inference.outputs", outputs, OUTPUT_MODES)
         _check_choice("inference.mean_field_scale", mean_field_scale, SCALE_MODES)
+        _check_choice("inference.prior_mean", prior_mean, PRIOR_MEANS)
+        _check_choice("inference.paper_auxiliary", paper_auxiliary, PAPER_AUXILIARIES)
         if aux_samples < 0 or variational_data_size < 1 or outputs_rank < 1:
             raise ValueError(
                 "inference.aux_samples must be >= 0, variational_data_size and outputs_rank >= 1"
@@ -131,16 +157,28 @@ class VGPHead(VariationalHead):
                 "objective=collapsed needs a Gaussian z | xi, which a GP-made scale breaks; "
                 "use objective=hierarchical with inference.mean_field_scale=gp"
             )
+        c_given = int(latent_input_dim or spec.z_dim)
+        if prior_mean == "identity" and (mean_field_scale != "context" or c_given != spec.z_dim):
+            raise ValueError(
+                "inference.prior_mean=identity needs latent_input_dim = d (null) and "
+                "mean_field_scale=context; use prior_mean=zero for other shapes"
+            )
+        if init_noise_scale <= min_scale:
+            raise ValueError(f"inference.init_noise_scale must exceed min_scale {min_scale}")
         self.objective = objective
+        self.paper_auxiliary = paper_auxiliary
         self.aux_samples = int(aux_samples)
         self.min_scale = min_scale
         self.jitter = jitter
         self.max_jitter = max_jitter
         self.z_dim = spec.z_dim
-        self.latent_input_dim = int(latent_input_dim or spec.z_dim)
+        self.latent_input_dim = c_given
         self.data_size = int(variational_data_size)
         self.f_dim = spec.z_dim if mean_field_scale == "context" else 2 * spec.z_dim
+        self.prior_mean = prior_mean
         m, c, f_dim = self.data_size, self.latent_input_dim, self.f_dim
+        # the identity prior mean starts with zero residual outputs: q is then mean-field
+        spread = 0.0 if prior_mean == "identity" else init_output_spread
 
         self.kernel = ARDKernel(c, kernel_variance, kernel_inverse_lengthscale)
         self.feature_net = mlp(spec.context_dim, hidden_dims, None, activation)
@@ -153,7 +191,13 @@ class VGPHead(VariationalHead):
                 self.input_net.weight.mul_(init_output_spread)
                 self.input_net.bias.normal_()
         if outputs == "dense":
-            self.output_net = _tied_linear(features, m, f_dim, init_output_spread)
+            self.output_net = _tied_linear(features, m, f_dim, spread)
+            if prior_mean == "identity":
+                with torch.no_grad():
+                    self.output_net.weight.zero_()
+                    self.output_net.bias.zero_()
+        elif outputs == "global":
+            self.global_outputs = nn.Parameter(spread * torch.randn(m, f_dim))
         else:
             self.offset_net = nn.Linear(features, f_dim)
             if outputs == "low_rank":
@@ -162,20 +206,40 @@ class VGPHead(VariationalHead):
                 self.basis = nn.Parameter(torch.randn(m, outputs_rank))
             self.right_net = nn.Linear(features, outputs_rank * f_dim)
             with torch.no_grad():  # U V starts at the spread of the dense form
-                self.right_net.weight.mul_(init_output_spread / math.sqrt(outputs_rank))
-                self.right_net.bias.mul_(init_output_spread / math.sqrt(outputs_rank))
+                self.right_net.weight.mul_(spread / math.sqrt(outputs_rank))
+                self.right_net.bias.mul_(spread / math.sqrt(outputs_rank))
+                if prior_mean == "identity":
+                    self.offset_net.weight.zero_()
+                    self.offset_net.bias.zero_()
         self.inputs_mode, self.outputs_mode, self.outputs_rank = inputs, outputs, int(outputs_rank)
         self.scale_net = nn.Linear(features, spec.z_dim) if mean_field_scale == "context" else None
+        if prior_mean == "identity":
+            assert self.scale_net is not None
+            self.location_net = nn.Linear(features, spec.z_dim)  # m(h)
+            self.warp_scale_net = nn.Linear(features, spec.z_dim)  # s(h), pre-softplus
+            with torch.no_grad():  # sigma starts small and constant: z ~ m + s xi at first
+                self.scale_net.weight.zero_()
+                raw = init_noise_scale - min_scale
+                self.scale_net.bias.fill_(raw + math.log(-math.expm1(-raw)))  # softplus^-1
         self.auxiliary = AuxiliaryModel(
             spec.context_dim,
             spec.z_dim,
             c,
             f_dim,
-            AUXILIARY_STRUCTURE[objective],
+            auxiliary_structure(objective, paper_auxiliary),
             aux_hidden_dims,
             activation,
             min_scale,
         )
+
+    @property
+    def evaluation_weight(self) -> str:
+        """Which importance weight evaluation uses (recorded in metrics.json)."""
+        if self.objective == "paper":
+            return "collapsed (paper-trained head, its own r(xi | x, z)); E[w] = p(x)"
+        if self.objective == "hierarchical" and self.aux_samples == 0:
+            return "hierarchical, K = 0 (weights may have infinite variance; use aux_samples > 0)"
+        return f"{self.objective}, K = {self.aux_samples}; E[w] = p(x)"
 
     def start_as_identity_warp(self, noise_scale: float) -> None:
         """Set T = S and the mean-field scale to `noise_scale`: z starts near xi + noise.
@@ -184,16 +248,17 @@ class VGPHead(VariationalHead):
         target's gradient pulls the mapping apart where it has to (into separate modes, along
         a ridge); from the tied initialization (all t_n near one value) fits of two separated
         modes stop in a single broad Gaussian. Needs global inputs, dense outputs, the
-        context-made scale and c = d; other configurations are refused.
+        context-made scale, the zero prior mean and c = d; other configurations are refused.
         """
         if not (
             self.inputs_mode == "global"
             and self.outputs_mode == "dense"
             and self.scale_net is not None
             and self.latent_input_dim == self.z_dim
+            and self.prior_mean == "zero"
         ):
             raise ValueError(
-                "an identity start needs inputs=global, outputs=dense, "
+                "an identity start needs inputs=global, outputs=dense, prior_mean=zero, "
                 "mean_field_scale=context and latent_input_dim = d (or pass identity_start=None)"
             )
         if noise_scale <= self.min_scale:
@@ -229,15 +294,15 @@ class VGPHead(VariationalHead):
         m, c, f_dim = self.data_size, self.latent_input_dim, self.f_dim
         if self.inputs_mode == "amortized":
             inputs = self.input_net(features).view(*batch, m, c)  # [*batch, M, c]
+            cholesky = self.factorize(inputs)
         else:
             inputs = self.inputs  # [M, c]
-        if self.inputs_mode == "global":
             cholesky = self.global_cholesky()
-        else:
-            cholesky = self.factorize(inputs)
         outputs: VariationalOutputs
         if self.outputs_mode == "dense":
             outputs = DenseOutputs(self.output_net(features).view(*batch, m, f_dim))
+        elif self.outputs_mode == "global":
+            outputs = DenseOutputs(self.global_outputs)  # [M, d_f], shared by the batch
         else:
             r = self.outputs_rank
             left = (
@@ -253,7 +318,11 @@ class VGPHead(VariationalHead):
         scale = None
         if self.scale_net is not None:
             scale = positive_scale(self.scale_net(features), self.min_scale)  # [*batch, D]
-        return VariationalData(context, inputs, cholesky, outputs, scale)
+        data = VariationalData(context, inputs, cholesky, outputs, scale)
+        if self.prior_mean == "identity":
+            data.location = self.location_net(features)  # [*batch, D]
+            data.warp_scale = positive_scale(self.warp_scale_net(features), self.min_scale)
+        return data
 
     def factorize(self, inputs: Tensor) -> JitteredCholesky:
         """Cholesky of K_ss + jitter I for inputs `[M, c]` or `[*batch, M, c]`."""
@@ -291,7 +360,7 @@ class VGPHead(VariationalHead):
         self._cholesky_cache = None
 
     def gp_moments(self, data: VariationalData, xi: Tensor) -> tuple[Tensor, Tensor]:
-        """Mean `[*lead, d_f]` and variance `[*lead]` of f(xi) | variational data (Eq. 4)."""
+        """Mean `[*lead, d_f]` and variance `[*lead]` of the GP g(xi) | (S, T) (Eq. 4)."""
         return conditional_mean_variance(
             self.kernel,
             data.inputs,
@@ -301,15 +370,34 @@ class VGPHead(VariationalHead):
             data.cholesky.jitter,
         )
 
+    def f_mean_variance(self, data: VariationalData, xi: Tensor) -> tuple[Tensor, Tensor]:
+        """Mean `[*lead, d_f]` and variance `[*lead, 1 or d_f]` of q(f | xi) (Eq. 4, prior mean)."""
+        gp_mean, gp_variance = self.gp_moments(data, xi)
+        gp_variance = gp_variance.unsqueeze(-1)  # [*lead, 1]
+        if data.location is None or data.warp_scale is None:
+            return gp_mean, gp_variance
+        warped = data.location + data.warp_scale * (xi + gp_mean)  # m + s (xi + w^T T)
+        return warped, data.warp_scale.pow(2) * gp_variance
+
+    def f_moments(self, data: VariationalData, xi: Tensor) -> tuple[Tensor, Tensor]:
+        """Mean and scale of q(f | xi), each `[*lead, d_f]`."""
+        mean, variance = self.f_mean_variance(data, xi)
+        return mean, variance.sqrt().expand_as(mean)
+
+    def z_moments(self, data: VariationalData, xi: Tensor) -> tuple[Tensor, Tensor]:
+        """Mean and scale of q(z | xi) = N(E[f | xi], Var[f | xi] + sigma^2), f integrated out."""
+        assert data.scale is not None, "a collapsed q(z | xi) needs the context-made scale"
+        mean, variance = self.f_mean_variance(data, xi)
+        return mean, (variance + data.scale.pow(2)).sqrt()
+
     def sample_f(
-        self, f_mean: Tensor, f_variance: Tensor, generator: torch.Generator | None = None
-    ) -> tuple[Tensor, Tensor]:
-        """f ~ N(mean, variance I) given the moments of Eq. 4; f and its scale, `[*lead, d_f]`."""
-        f_scale = f_variance.sqrt().unsqueeze(-1).expand_as(f_mean)
+        self, f_mean: Tensor, f_scale: Tensor, generator: torch.Generator | None = None
+    ) -> Tensor:
+        """f ~ N(mean, diag(scale^2)) given the moments of q(f | xi), `[*lead, d_f]`."""
         noise = torch.randn(
             f_mean.shape, generator=generator, device=f_mean.device, dtype=f_mean.dtype
         )
-        return f_mean + f_scale * noise, f_scale
+        return f_mean + f_scale * noise
 
     def mean_field(self, data: VariationalData, f: Tensor) -> tuple[Tensor, Tensor]:
         """Mean and scale of q(z | f), each `[*lead, D]`."""
@@ -318,15 +406,36 @@ class VGPHead(VariationalHead):
         mean, raw_scale = f.chunk(2, dim=-1)
         return mean, positive_scale(raw_scale, self.min_scale)
 
+    def inverse_warp(self, data: VariationalData, z: Tensor) -> tuple[Tensor, Tensor] | None:
+        """The exact posterior of xi given z under the linear part of the warp, or None.
+
+        With z = m + s xi + tau eps per dimension, xi | z ~ N(s (z - m) / (s^2 + tau^2),
+        tau^2 / (s^2 + tau^2)); tau^2 = sigma^2 + s^2 sigma^2_ard bounds the noise from above.
+        r(xi | x, z) is this Gaussian corrected by its network, so it starts exact.
+        """
+        if data.location is None or data.warp_scale is None or data.scale is None:
+            return None
+        warp_variance = data.warp_scale.pow(2)
+        noise_variance = data.scale.pow(2) + warp_variance * self.kernel.variance
+        total = warp_variance + noise_variance
+        return data.warp_scale * (z - data.location) / total, (noise_variance / total).sqrt()
+
     def sample(
         self, data: VariationalData, n_samples: int, generator: torch.Generator | None = None
     ) -> SiteSample:
-        """Draw z `[S, B, D]` with log q~ `[S, B]` for the configured objective."""
+        """Draw z `[S, B, D]` with log q~ `[S, B]` for the configured objective.
+
+        In evaluation mode a paper-trained head returns the collapsed weight (its Eq. 7 weight
+        has E[w] < p(x)); the family is the collapsed one, so z is drawn the same way.
+        """
         batch = data.context.shape[:-1]
         if len(batch) == 2 and batch[0] != n_samples:
             raise ValueError(f"a per-sample context needs S = {n_samples}, got {batch[0]}")
         lead = (n_samples, batch[-1])
         context = data.context
+        objective = self.objective
+        if objective == "paper" and not self.training:
+            objective = "collapsed"
 
         def normal(*shape: int) -> Tensor:
             return torch.randn(
@@ -335,32 +444,30 @@ class VGPHead(VariationalHead):
 
         xi = normal(*lead, self.latent_input_dim)  # [S, B, c]
         log_q_xi = standard_normal_log_prob(xi)
-        f_mean, f_variance = self.gp_moments(data, xi)  # [S, B, d_f], [S, B]
         terms: dict[str, Tensor] = {"log_q_xi": log_q_xi}
-        if self.objective == "collapsed":
-            assert data.scale is not None
-            total_scale = (f_variance.unsqueeze(-1) + data.scale.pow(2)).sqrt()  # [S, B, D]
-            z = f_mean + total_scale * normal(*lead, self.z_dim)
-            log_q_z = normal_log_prob(z, f_mean, total_scale)  # log q(z | xi)
-            r_xi = self.auxiliary.xi_given_z(context, z)
+        if objective == "collapsed":
+            z_mean, z_scale = self.z_moments(data, xi)  # [S, B, D] each
+            z = z_mean + z_scale * normal(*lead, self.z_dim)
+            log_q_z = normal_log_prob(z, z_mean, z_scale)  # log q(z | xi)
+            r_xi = self.auxiliary.xi_given_z(context, z, self.inverse_warp(data, z))
             log_r_xi = normal_log_prob(xi, *r_xi)
             log_q = log_q_z + log_q_xi - log_r_xi
         else:
-            f, f_scale = self.sample_f(f_mean, f_variance, generator)  # [S, B, d_f]
-            log_q_f = normal_log_prob(f, f_mean, f_scale)
+            f_mean, f_scale = self.f_moments(data, xi)  # [S, B, d_f] each
+            f = self.sample_f(f_mean, f_scale, generator)
             z_mean, z_scale = self.mean_field(data, f)
             z = z_mean + z_scale * normal(*lead, self.z_dim)
             log_q_z = normal_log_prob(z, z_mean, z_scale)  # log q(z | f)
-            if self.objective == "hierarchical":
-                r_xi = self.auxiliary.xi_given_z(context, z)
-                log_r_xi = normal_log_prob(xi, *r_xi)
+            r_xi = self.auxiliary.xi_given_z(context, z, self.inverse_warp(data, z))
+            log_r_xi = normal_log_prob(xi, *r_xi)
+            if objective == "hierarchical":
+                log_q_f = normal_log_prob(f, f_mean, f_scale)
                 log_r_f = normal_log_prob(f, *self.auxiliary.f_given_xi_z(context, z, xi))
                 log_q = log_q_z + log_q_f + log_q_xi - log_r_xi - log_r_f
                 terms |= {"log_q_f": log_q_f, "log_r_f": log_r_f}
-            else:
-                r_xi, r_f = self.auxiliary.xi_and_f_given_z(context, z)
-                log_r_xi = normal_log_prob(xi, *r_xi)
-                kl_f = normal_kl(f_mean, f_scale, *r_f)  # KL(q(f | xi) || r(f | x, z))
+            else:  # Eq. 7: KL(q(f | xi) || r(f | .)), r(f | x, z) or r(f | xi, x, z)
+                r_f = self.auxiliary.f_given_xi_z(context, z, xi)
+                kl_f = normal_kl(f_mean, f_scale, *r_f)
                 log_q = log_q_z + kl_f + log_q_xi - log_r_xi
                 terms |= {"kl_f": kl_f}
         terms |= {"log_q_z": log_q_z, "log_r_xi": log_r_xi}
@@ -372,7 +479,6 @@ class VGPHead(VariationalHead):
             "cholesky_retries": data.cholesky.retries.max().to(context.dtype),
             "kernel_variance": self.kernel.variance.detach(),
             "kernel_inverse_lengthscale_mean": self.kernel.inverse_lengthscales.detach().mean(),
-            "conditional_variance_mean": f_variance.detach().mean(),
         }
         self.last_extras = extras  # the trainer logs the latest diagnostics from here
         return SiteSample(z=z, log_q=log_q, terms=terms, extras=extras)
@@ -384,30 +490,26 @@ class VGPHead(VariationalHead):
         r_xi: tuple[Tensor, Tensor],
         log_ratio_drawn: Tensor,
         generator: torch.Generator | None = None,
+        count: int | None = None,
     ) -> Tensor:
         """log (1/(K+1)) sum_k q(z, psi_k) / r(psi_k | x, z), psi_1..K ~ r, `[S, B]`.
 
-        `log_ratio_drawn` is the k = 0 term, for the psi that made z (Sobolev & Vetrov 2019).
+        `log_ratio_drawn` is the k = 0 term, for the psi that made z (Sobolev & Vetrov 2019);
+        `count` overrides K = `aux_samples` (the auxiliary-gap diagnostic).
         """
-        count = self.aux_samples
+        count = self.aux_samples if count is None else int(count)
         r_xi_mean, r_xi_scale = r_xi  # [S, B, c]
         noise = torch.randn(
             (count, *r_xi_mean.shape), generator=generator, device=z.device, dtype=z.dtype
         )
         xi = r_xi_mean + r_xi_scale * noise  # [K, S, B, c]
         log_ratio = standard_normal_log_prob(xi) - normal_log_prob(xi, r_xi_mean, r_xi_scale)
-        f_mean, f_variance = self.gp_moments(data, xi)  # [K, S, B, d_f], [K, S, B]
-        if self.objective == "collapsed":
-            assert data.scale is not None
-            total_scale = (f_variance.unsqueeze(-1) + data.scale.pow(2)).sqrt()
-            log_ratio = log_ratio + normal_log_prob(z, f_mean, total_scale)
+        if self.objective in ("collapsed", "paper"):
+            log_ratio = log_ratio + normal_log_prob(z, *self.z_moments(data, xi))
         else:
+            f_mean, f_scale = self.f_moments(data, xi)  # [K, S, B, d_f] each
             r_f_mean, r_f_scale = self.auxiliary.f_given_xi_z(data.context, z, xi)
-            f_noise = torch.randn(
-                r_f_mean.shape, generator=generator, device=z.device, dtype=z.dtype
-            )
-            f = r_f_mean + r_f_scale * f_noise  # [K, S, B, d_f]
-            f_scale = f_variance.sqrt().unsqueeze(-1).expand_as(f)
+            f = self.sample_f(r_f_mean, r_f_scale, generator)  # [K, S, B, d_f]
             z_mean, z_scale = self.mean_field(data, f)
             log_ratio = (
                 log_ratio
@@ -417,6 +519,55 @@ class VGPHead(VariationalHead):
             )
         all_ratios = torch.cat([log_ratio_drawn.unsqueeze(0), log_ratio], dim=0)  # [K+1, S, B]
         return torch.logsumexp(all_ratios, dim=0) - math.log(count + 1)
+
+    @torch.no_grad()
+    def diagnostics(
+        self, context: Tensor, n_draws: int = 256, generator: torch.Generator | None = None
+    ) -> dict[str, float]:
+        """How much z depends on xi: the warp statistics of DESIGN.md section 2, per call.
+
+        Over `n_draws` latent inputs per example (contexts `[B, C]`; a per-sample `[S, B, C]`
+        context uses its first sample):
+        - `warp_share`: Var_xi[E[z | xi]] / E_xi[Var(z | xi)], averaged over examples and
+          dimensions (0: mean-field in disguise);
+        - `nonlinear_warp_share`: the same for the part of E[z | xi] no affine map of xi
+          explains (0 for a linear warp, which is itself mean-field);
+        - `warp_rank`: the number of directions E[z | xi] moves in (singular values of the
+          centred means above 1e-3 of the largest), averaged over examples.
+        """
+        with torch.autocast(device_type=context.device.type, enabled=False):
+            context = context[0] if context.dim() == 3 else context
+            data = self.prepare(context.to(self.kernel.variance.dtype))
+            batch = context.shape[0]
+            xi = torch.randn(
+                (n_draws, batch, self.latent_input_dim),
+                generator=generator,
+                device=context.device,
+                dtype=context.dtype,
+            )
+            f_mean, f_scale = self.f_moments(data, xi)  # [N, B, d_f]
+            if data.scale is not None:
+                mean, variance = f_mean, f_scale.pow(2) + data.scale.pow(2)
+            else:  # the GP makes the scale: the mean-field mean is the first half of f
+                mean, raw = f_mean.chunk(2, dim=-1)
+                variance = f_scale[..., : self.z_dim].pow(2) + positive_scale(
+                    raw, self.min_scale
+                ).pow(2)
+            centred = (mean - mean.mean(0)).double().movedim(1, 0)  # [B, N, D]
+            expected_variance = variance.double().mean(0)  # [B, D]
+            share = centred.pow(2).mean(1) / expected_variance
+            design = (
+                torch.cat([torch.ones_like(xi[..., :1]), xi], dim=-1).double().movedim(1, 0)
+            )  # [B, N, c + 1]
+            fitted = design @ torch.linalg.lstsq(design, centred).solution  # [B, N, D]
+            nonlinear = (centred - fitted).pow(2).mean(1) / expected_variance
+            singular = torch.linalg.svdvals(centred)  # [B, min(N, D)]
+            rank = (singular > 1e-3 * singular[:, :1]).sum(-1).double()
+        return {
+            "warp_share": float(share.mean()),
+            "nonlinear_warp_share": float(nonlinear.mean()),
+            "warp_rank": float(rank.mean()),
+        }
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Study "vgp_vs_vae" (issue 9): does the VGP beat the mean-field VAE on the same model at equal
+# epochs? Binarized MNIST (fixed binarization, 50k/10k/10k), RMSProp with the paper's decay,
+# batch 100, EPOCHS (default 100) epochs, settings chosen on the validation bound only.
+#
+#   scripts/study_vgp_vs_vae.sh pilot     # PILOT_EPOCHS-epoch candidates for the best VGP
+#                                         # configuration, compared on the validation bound
+#   scripts/study_vgp_vs_vae.sh train     # train every run not yet finished (resumes exactly)
+#   scripts/study_vgp_vs_vae.sh eval      # test -log p(x), S = 5000, all 10,000 test images,
+#                                         # with the gap diagnostics, once per finished run
+#   scripts/study_vgp_vs_vae.sh report    # results/vgp_vs_vae/: table (md, csv), curves, configs
+#   scripts/study_vgp_vs_vae.sh all       # the three in order
+#
+# JOBS (default 2) single-thread jobs run at once (OMP_NUM_THREADS=1), each in its own run
+# folder under STUDY_DIR (default outputs/studies/vgp_vs_vae); a job cut off by the end of a
+# session resumes from its last checkpoint when the script is run again. RUNS=regex keeps the
+# runs whose name matches. The test split is read by the eval stage only.
+source "$(dirname "$0")/common.sh"
+
+stage=${1:-all}
+study_dir=${STUDY_DIR:-outputs/studies/vgp_vs_vae}
+results_dir=${RESULTS_DIR:-results/vgp_vs_vae}
+epochs=${EPOCHS:-100}
+jobs=${JOBS:-2}
+data_dir=${DATA_DIR:-data}
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+
+# name | overrides (one run a line; names carry model, inference and seed)
+runs() {
+  local seed
+  for seed in 0 1 2; do
+    echo "dlgm1_vae_s$seed|experiment=table1_dlgm1_vae seed=$seed"
+    echo "dlgm1_vgp_paper_s$seed|experiment=table1_dlgm1_vgp seed=$seed"
+  done
+  echo "dlgm2_vae_s0|experiment=table1_dlgm2_vae seed=0"
+  echo "dlgm2_vgp_paper_s0|experiment=table1_dlgm2_vgp seed=0"
+}
+
+# candidates for the project's best VGP configuration (validation bound only)
+pilots() {
+  local vgp="experiment=table1_dlgm1_vgp inference.prior_mean=identity inference.kernel_variance=0.01"
+  echo "pilot_vae|experiment=table1_dlgm1_vae"
+  echo "pilot_identity_global|$vgp inference.outputs=global"
+  echo "pilot_identity_shared_basis|$vgp inference.outputs=shared_basis"
+  echo "pilot_identity_dense|$vgp inference.outputs=dense"
+}
+
+selected_runs() { runs | grep -E "^(${RUNS:-.*})\|" || true; }
+
+train_one() {  # name|overrides
+  local name=${1%%|*} overrides=${1#*|} folder="$study_dir/${1%%|*}"
+  if [[ -f $folder/metrics.json ]] && grep -q '"status": "finished"' "$folder/metrics.json"; then
+    echo "study: $name finished already"; return 0
+  fi
+  mkdir -p "$folder"
+  echo "study: training $name"
+  # shellcheck disable=SC2086
+  run_tool vgp-train vgp_bench.train $overrides "trainer.epochs=$epochs" eval.at_end=false \
+    trainer.progress=false "data_dir=$data_dir" "hydra.run.dir=$folder" \
+    >"$folder/stdout.log" 2>&1 || echo "study: $name stopped (see $folder/stdout.log)"
+}
+export -f train_one run_tool
+export study_dir epochs data_dir
+
+case $stage in
+  pilot)
+    epochs=${PILOT_EPOCHS:-10}
+    pilots | grep -E "^(${RUNS:-.*})\|" | xargs -d '\n' -P "$jobs" -I{} bash -c 'train_one "$1"' _ {}
+    ;;
+  train|all)
+    selected_runs | xargs -d '\n' -P "$jobs" -I{} bash -c 'train_one "$1"' _ {}
+    ;;&
+  eval|all)
+    echo "study: eval stage comes with the diagnostics (issue 9)"
+    ;;&
+  report|all)
+    ;;
+  *) echo "usage: $0 train|eval|report|all" >&2; exit 2 ;;
+esac
