@@ -92,8 +92,8 @@ def test_prior_mean_options_are_checked():
     spec = SiteSpec(context_dim=4, z_dim=3)
     with pytest.raises(ValueError, match="prior_mean=identity needs latent_input_dim"):
         make_head(spec, prior_mean="identity", latent_input_dim=2)
-    with pytest.raises(ValueError, match="inference.prior_mean"):
+    with pytest.raises(ValueError, match=r"inference\.prior_mean"):
         make_head(spec, prior_mean="linear")
-    with pytest.raises(ValueError, match="inference.paper_auxiliary"):
+    with pytest.raises(ValueError, match=r"inference\.paper_auxiliary"):
         make_head(spec, objective="paper", paper_auxiliary="both")
     assert math.isfinite(make_head(spec, prior_mean="identity").kernel.variance.item())
