@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from tests.linear_gaussian import LinearGaussianModel
 from vgp_bench.estimators import (
     bound,
     chunked_estimate,
+    generalized_pareto_shape,
     importance_weighted_log_likelihood,
+    pareto_k_hat,
 )
 from vgp_bench.inference.base import build_heads
 from vgp_bench.inference.mean_field import MeanFieldHead
@@ -71,3 +74,32 @@ def test_importance_sampling_converges_to_exact_log_likelihood() -> None:
     assert gaps[0] > 1.0
     assert gaps[0] > gaps[1] > gaps[2] > gaps[3] > -0.01
     assert gaps[3] < 0.05
+
+
+def generalized_pareto_sample(shape: float, count: int, columns: int, seed: int) -> torch.Tensor:
+    """Draws of a generalized Pareto with scale 1: (U^-k - 1) / k, `[count, columns]`."""
+    uniform = torch.rand(count, columns, generator=torch.Generator().manual_seed(seed))
+    return (uniform.double().pow(-shape) - 1.0) / shape
+
+
+@pytest.mark.parametrize("shape", [0.2, 0.5, 0.9])
+def test_generalized_pareto_shape_recovers_a_known_tail(shape):
+    estimate = generalized_pareto_shape(generalized_pareto_sample(shape, 2000, 8, seed=0))
+    assert (estimate - shape).abs().max() < 0.12, estimate
+
+
+def test_pareto_k_hat_separates_light_and_heavy_weights():
+    """Log-normal weights of small spread are reliable; Pareto weights with k = 1 are not."""
+    generator = torch.Generator().manual_seed(0)
+    light = 0.3 * torch.randn(5000, 6, generator=generator, dtype=torch.float64)
+    heavy = torch.log(generalized_pareto_sample(1.0, 5000, 6, seed=1) + 1.0)
+    assert (pareto_k_hat(light) < 0.5).all()
+    assert (pareto_k_hat(heavy) > 0.7).all()
+    assert pareto_k_hat(torch.zeros(100, 2)).isnan().all()  # identical weights: no tail
+
+
+def test_streamed_k_hat_equals_the_one_of_the_whole_sample():
+    log_weights = torch.log(generalized_pareto_sample(0.6, 1000, 3, seed=2) + 1.0)
+    chunks = iter(log_weights.split(64))
+    streamed = chunked_estimate(lambda count: next(chunks)[:count], 1000, 64)
+    torch.testing.assert_close(streamed.pareto_k, pareto_k_hat(log_weights))

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from vgp_bench.data.base import ImageSplit
 from vgp_bench.inference.base import SiteSample
 from vgp_bench.models.base import LatentVariableModel
 
@@ -60,3 +61,55 @@ def head_diagnostics(
     finally:
         model.train(was_training[0])
         heads.train(was_training[1])
+
+
+@torch.no_grad()
+def auxiliary_gap(
+    model: LatentVariableModel,
+    heads: nn.ModuleDict,
+    split: ImageSplit,
+    aux_samples: int,
+    draws: int,
+    generator: torch.Generator,
+    device: torch.device,
+    batch_size: int = 20,
+) -> dict[str, Any]:
+    """How much of the bound's looseness is r's: the bound at K = 0 against K = `aux_samples`.
+
+    For heads with importance-weighted auxiliary samples (the VGP), the bound with K = 0 and
+    with K auxiliary samples per z (Sobolev & Vetrov 2019), each averaged over `draws` z per
+    example; their difference is what a better r could still gain (DESIGN.md section 2).
+    Empty for families without an auxiliary model.
+    """
+    weighted = [head for head in heads.values() if hasattr(head, "aux_samples")]
+    if not weighted or aux_samples < 1 or len(split) == 0:
+        return {}
+    saved = [head.aux_samples for head in weighted]
+    was_training = model.training, heads.training
+    model.eval()
+    heads.eval()
+    bounds: dict[int, list[Tensor]] = {0: [], aux_samples: []}
+    try:
+        for x in split.batches(batch_size, generator=generator):
+            x = x.to(device)
+            for count in bounds:
+                for head in weighted:
+                    head.aux_samples = count
+                log_weights = model(x, heads, draws, generator).log_weights  # [draws, B]
+                bounds[count].append(log_weights.double().mean(0).cpu())
+    finally:
+        for head, count in zip(weighted, saved, strict=True):
+            head.aux_samples = count
+        model.train(was_training[0])
+        heads.train(was_training[1])
+    at_zero, at_k = torch.cat(bounds[0]), torch.cat(bounds[aux_samples])
+    difference = at_k - at_zero
+    return {
+        "aux_gap": float(difference.mean()),
+        "aux_gap_stderr": float(difference.std() / max(difference.numel(), 2) ** 0.5),
+        "aux_gap_bound_k0_nll": float(-at_zero.mean()),
+        "aux_gap_bound_nll": float(-at_k.mean()),
+        "aux_gap_samples": aux_samples,
+        "aux_gap_draws": draws,
+        "aux_gap_examples": int(at_zero.numel()),
+    }

@@ -31,6 +31,7 @@ class SplitEstimate:
     log_likelihood: Tensor
     bound: Tensor
     is_samples: int
+    pareto_k: Tensor | None = None  # PSIS k-hat of each example's weights (float64)
 
     def summary(self) -> dict[str, Any]:
         """Mean -log p(x) and -bound with standard errors, in nats."""
@@ -42,15 +43,36 @@ class SplitEstimate:
             return float(v.std() / math.sqrt(count)) if count > 1 else float("nan")
 
         is_below_bound = float(nll.mean()) > float(bound_nll.mean()) + BELOW_BOUND_TOLERANCE
-        return {
+        summary = {
             "nll": float(nll.mean()),
             "nll_stderr": stderr(nll),
             "bound_nll": float(bound_nll.mean()),
             "bound_nll_stderr": stderr(bound_nll),
+            "bound_gap": float((bound_nll - nll).mean()),  # what a better q could gain
+            "bound_gap_stderr": stderr(bound_nll - nll),
             "is_samples": self.is_samples,
             "n_examples": count,
             "is_below_bound": is_below_bound,
         }
+        return summary | pareto_summary(self.pareto_k)
+
+
+def pareto_summary(pareto_k: Tensor | None) -> dict[str, Any]:
+    """Reliability of the IS estimates: PSIS k-hat over examples (Vehtari et al.).
+
+    `pareto_k_above_0_7` is the share of examples whose weights have (nearly) infinite
+    variance: their IS log-likelihood is not to be trusted at this S.
+    """
+    if pareto_k is None:
+        return {}
+    finite = pareto_k[torch.isfinite(pareto_k)]
+    if finite.numel() == 0:
+        return {"pareto_k_mean": None, "pareto_k_max": None, "pareto_k_above_0_7": 0.0}
+    return {
+        "pareto_k_mean": float(finite.mean()),
+        "pareto_k_max": float(finite.max()),
+        "pareto_k_above_0_7": float((pareto_k > 0.7).double().mean()),
+    }
 
 
 @torch.no_grad()
@@ -70,7 +92,7 @@ def estimate_split(
     was_training = model.training
     model.eval()
     heads.eval()
-    log_likelihoods, bounds = [], []
+    log_likelihoods, bounds, pareto_ks = [], [], []
     batches = split.batches(batch_size, generator=generator)
     bar = tqdm(
         batches,
@@ -90,9 +112,13 @@ def estimate_split(
         )
         log_likelihoods.append(estimate.log_likelihood.cpu())
         bounds.append(estimate.bound.cpu())
+        assert estimate.pareto_k is not None
+        pareto_ks.append(estimate.pareto_k.cpu())
     model.train(was_training)
     heads.train(was_training)
-    return SplitEstimate(torch.cat(log_likelihoods), torch.cat(bounds), is_samples)
+    return SplitEstimate(
+        torch.cat(log_likelihoods), torch.cat(bounds), is_samples, torch.cat(pareto_ks)
+    )
 
 
 def save_per_example(estimate: SplitEstimate, path: str | Path) -> None:
@@ -100,6 +126,8 @@ def save_per_example(estimate: SplitEstimate, path: str | Path) -> None:
     with h5py.File(path, "w") as handle:
         handle.create_dataset("log_likelihood", data=estimate.log_likelihood.numpy())
         handle.create_dataset("bound", data=estimate.bound.numpy())
+        if estimate.pareto_k is not None:
+            handle.create_dataset("pareto_k", data=estimate.pareto_k.numpy())
         handle.attrs["is_samples"] = estimate.is_samples
 
 
@@ -111,6 +139,12 @@ def format_summary(summary: dict[str, Any], label: str = "test") -> str:
         f"{summary['bound_nll']:>10.2f} ± {summary['bound_nll_stderr']:<5.2f}"
         f"   {summary['is_samples']:>7}  {summary['n_examples']:>8}",
     ]
+    share = summary.get("pareto_k_above_0_7")
+    if share:
+        lines.append(
+            f"WARNING: {100 * share:.1f}% of examples have PSIS k-hat > 0.7: their weights have "
+            "nearly infinite variance; raise eval.is_samples or distrust those estimates"
+        )
     if summary["is_below_bound"]:
         lines.append("WARNING: the IS estimate is below the bound on average: check the weights")
     return "\n".join(lines)

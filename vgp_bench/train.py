@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from vgp_bench.checkpoint import load_checkpoint, save_checkpoint, write_json
 from vgp_bench.data.base import CorruptDataError, DatasetBundle, ImageSplit, MissingDataError
-from vgp_bench.diagnostics import head_diagnostics
+from vgp_bench.diagnostics import auxiliary_gap, head_diagnostics
 from vgp_bench.distributed import DistributedContext, init_distributed, shutdown_distributed
 from vgp_bench.evaluate import estimate_split, format_summary, save_per_example
 from vgp_bench.images import reconstruction_pairs, save_grid
@@ -232,8 +232,13 @@ def evaluate_components(
     run_dir: Path | None = None,
     split_name: str | None = None,
     subset: int | None = None,
+    with_diagnostics: bool = False,
 ) -> dict[str, Any]:
-    """IS log-likelihood and bound on a split, sharded over ranks; per-example file when asked."""
+    """IS log-likelihood and bound on a split, sharded over ranks; per-example file when asked.
+
+    `with_diagnostics` (final evaluations) adds the VGP's auxiliary gap on the first
+    `eval.aux_gap_examples` examples.
+    """
     split_name = split_name or str(eval_cfg.split)
     split: ImageSplit | None = getattr(parts.data, split_name, None)
     if split is None:
@@ -255,12 +260,33 @@ def evaluate_components(
         description=f"IS x{is_samples}",
     )
     if context.enabled:  # put every rank's examples back in split order
-        pieces = context.gather_objects((indices, estimate.log_likelihood, estimate.bound))
+        pieces = context.gather_objects(
+            (indices, estimate.log_likelihood, estimate.bound, estimate.pareto_k)
+        )
         order = torch.cat([piece[0] for piece in pieces]).argsort()
         estimate.log_likelihood = torch.cat([piece[1] for piece in pieces])[order]
         estimate.bound = torch.cat([piece[2] for piece in pieces])[order]
+        estimate.pareto_k = torch.cat([piece[3] for piece in pieces])[order]
     summary = estimate.summary()
     summary["split"] = split_name
+    weights = {
+        name: head.evaluation_weight
+        for name, head in parts.heads.items()
+        if hasattr(head, "evaluation_weight")
+    }
+    if weights:
+        summary["weight"] = weights
+    if with_diagnostics and int(eval_cfg.get("aux_gap_examples") or 0) > 0 and context.is_main:
+        gap = auxiliary_gap(
+            parts.model,
+            parts.heads,
+            split.subset(int(eval_cfg.aux_gap_examples)),
+            int(eval_cfg.aux_gap_samples),
+            int(eval_cfg.aux_gap_draws),
+            make_generator(parts.device, int(eval_cfg.seed) + 1),
+            parts.device,
+        )
+        summary.update(gap)
     if eval_cfg.save_per_example and run_dir is not None and context.is_main:
         path = run_dir / f"{split_name}_per_example_k{is_samples}.h5"
         save_per_example(estimate, path)
@@ -707,6 +733,7 @@ class Trainer:
                     self.context,
                     progress=bool(cfg.progress),
                     run_dir=self.run_dir,
+                    with_diagnostics=True,
                 )
             self.write_metrics("finished")
         except NonFiniteTrainingError as error:
@@ -756,6 +783,7 @@ def evaluate_checkpoint(
         DistributedContext(),
         progress=True,
         run_dir=run_dir,
+        with_diagnostics=True,
     )
     summary["checkpoint"] = path.name
     metrics_path = run_dir / "metrics.json"
