@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import TINY, compose_config
+from vgp_bench.report import main as report_main
 from vgp_bench.train import train
 
 TINY_VGP = [
@@ -34,6 +37,23 @@ def test_a_vgp_run_records_warp_statistics_gap_and_reliability(tmp_path: Path) -
     assert abs(test["bound_gap"] - (test["bound_nll"] - test["nll"])) < 1e-9
     assert 0.0 <= test["pareto_k_above_0_7"] <= 1.0 and test["pareto_k_max"] is not None
     assert "collapsed" in test["weight"]["z"]
+    assert metrics["structure"] == "shared_basis T (r=32), identity mean, m=8"
+
+
+def test_the_report_shows_where_the_bound_goes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    train(compose_config(TINY_VGP), tmp_path / "vgp")
+    train(compose_config([*TINY, "eval.is_samples=40"]), tmp_path / "vae")
+    assert report_main([str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    gaps = text[text.index("Where the bound goes") :]
+    vgp_row = next(line for line in gaps.splitlines() if "VGP" in line)
+    vae_row = next(line for line in gaps.splitlines() if "VAE" in line)
+    assert "identity mean" in vgp_row and vgp_row.count("—") == 0  # every column measured
+    assert vae_row.count("—") == 4  # no auxiliary model, no warp
+    assert report_main([str(tmp_path), "--format", "csv"]) == 0
+    assert "gaps:synthetic" in capsys.readouterr().out
 
 
 def test_a_vae_run_has_reliability_but_no_vgp_statistics(tmp_path: Path) -> None:

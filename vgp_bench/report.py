@@ -18,7 +18,7 @@ import math
 import statistics
 import sys
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,6 +95,7 @@ class Setting:
     is_samples: int
     test_examples: int
     config: tuple[tuple[str, str], ...]
+    structure: str | None = None  # a VGP's outputs, prior mean and m (metrics "structure")
 
 
 @dataclass(frozen=True)
@@ -225,6 +226,7 @@ def setting_of(run: Run) -> Setting:
         is_samples=int(test.get("is_samples", 0)),
         test_examples=int(test.get("n_examples", split_sizes.get("test", 0))),
         config=config,
+        structure=metrics.get("structure"),
     )
 
 
@@ -282,7 +284,7 @@ def method_label(setting: Setting, table2: bool) -> str:
         base = setting.model + ("" if setting.inference == "vae" else f" + {setting.inference}")
     else:
         base = f"{MODEL_NAMES.get(setting.model, setting.model)} + {setting.inference.upper()}"
-    variant = []
+    variant = [] if setting.structure is None else [setting.structure]
     if setting.objective not in DEFAULT_OBJECTIVES:
         variant.append(str(setting.objective))
     if setting.aux_samples:
@@ -445,6 +447,104 @@ def likelihood_table(
         )
     title = "Table 1: binarized MNIST" if is_mnist else f"Dataset {dataset}"
     return Table(title, headers, rows, notes), records
+
+
+def mean_over_runs(values: Sequence[Any]) -> Estimate | None:
+    """Mean ± standard error over the runs that recorded a quantity (None when none did)."""
+    present = [float(value) for value in values if is_finite_number(value)]
+    if not present:
+        return None
+    if len(present) == 1:
+        return Estimate(present[0], math.nan, 1)
+    return estimate(present, [None] * len(present))
+
+
+def last_epoch_value(run: Run, key: str) -> Any:
+    """`key` of the last history entry that has it (the warp statistics, per epoch)."""
+    for entry in reversed(run.metrics.get("history") or []):
+        if key in entry:
+            return entry[key]
+    return None
+
+
+GAP_COLUMNS: tuple[tuple[str, str, Callable[[Run], Any]], ...] = (
+    ("bound - IS", "bound_gap", lambda run: run.metrics["test"].get("bound_gap")),
+    ("aux gap", "aux_gap", lambda run: run.metrics["test"].get("aux_gap")),
+    ("warp share", "warp_share", lambda run: last_epoch_value(run, "z/warp_share")),
+    (
+        "nonlinear share",
+        "nonlinear_warp_share",
+        lambda run: last_epoch_value(run, "z/nonlinear_warp_share"),
+    ),
+    ("warp rank", "warp_rank", lambda run: last_epoch_value(run, "z/warp_rank")),
+    ("k̂ > 0.7", "pareto_k_above_0_7", lambda run: run.metrics["test"].get("pareto_k_above_0_7")),
+    ("mean k̂", "pareto_k_mean", lambda run: run.metrics["test"].get("pareto_k_mean")),
+)
+
+
+def gap_table(
+    dataset: str, groups: dict[Setting, list[Run]]
+) -> tuple[Table | None, list[dict[str, Any]]]:
+    """Where the bound goes, per row: the gap to the IS estimate, the share of it that is the
+    auxiliary model's, how much z depends on the VGP's latent input, and the reliability of
+    the importance weights (DESIGN.md section 2). None when no run recorded any of it."""
+    settings = sorted(groups, key=sort_key)
+    suffixes = distinguishing_suffixes(settings, table2=False)
+    rows, records = [], []
+    for setting in settings:
+        runs = groups[setting]
+        label = method_label(setting, table2=False) + suffixes[setting]
+        values = {key: mean_over_runs([read(run) for run in runs]) for _, key, read in GAP_COLUMNS}
+        if all(value is None for value in values.values()):
+            continue
+        row = [label, format_seeds(runs)]
+        for _, key, _ in GAP_COLUMNS:
+            value = values[key]
+            if value is None:
+                row.append(MISSING)
+            elif key == "pareto_k_above_0_7":
+                row.append(f"{100 * value.mean:.1f}%")
+            elif key == "warp_rank":
+                row.append(f"{value.mean:.0f}")
+            elif key.endswith("share"):
+                row.append(f"{value.mean:.3g}")
+            else:
+                row.append(format_estimate(value))
+            if value is not None:
+                records.append(
+                    record(
+                        f"gaps:{dataset}",
+                        label,
+                        setting,
+                        runs,
+                        quantity=key,
+                        epoch="",
+                        mean=value.mean,
+                        stderr=value.stderr,
+                        stderr_over="seeds" if value.n > 1 else "",
+                        paper="",
+                        difference="",
+                    )
+                )
+        rows.append(row)
+    if not rows:
+        return None, []
+    notes = [
+        "Nats on the test set unless said otherwise. bound - IS: how far the bound lies below "
+        "the IS estimate of log p(x), what a better q could gain. aux gap: the bound with "
+        "eval.aux_gap_samples auxiliary samples minus the bound without, on the first "
+        "eval.aux_gap_examples test images: what a better r could gain (VGP only).",
+        "warp share: Var_xi E[z | xi] / E_xi Var(z | xi) over the latent input xi, averaged "
+        "over dimensions and 100 validation images at the last epoch (0: the VGP is a "
+        "mean-field Gaussian in disguise); nonlinear share: the same for the part no affine "
+        "map of xi explains (an affine warp is itself mean-field); warp rank: the directions "
+        "E[z | xi] moves in.",
+        "k̂ > 0.7: share of test images whose importance weights have a PSIS Pareto k-hat above "
+        "0.7 (nearly infinite variance: their IS estimate is unreliable at this S); mean k̂ "
+        "over images (Vehtari et al.; Yao et al. 2018).",
+    ]
+    headers = ["method", "seeds", *(title for title, _, _ in GAP_COLUMNS)]
+    return Table(f"Where the bound goes: {dataset}", headers, rows, notes), records
 
 
 def epoch_value(run: Run, epoch: int) -> tuple[float, float | None, bool] | None:
@@ -717,6 +817,11 @@ def build_report(folders: Sequence[Path], with_paper: bool) -> tuple[list[Table]
             table, rows = sketch_table(by_dataset[dataset], with_paper)
         else:
             table, rows = likelihood_table(dataset, by_dataset[dataset], with_paper)
+            gaps, gap_rows = gap_table(dataset, by_dataset[dataset])
+            if gaps is not None:
+                tables.append(table)
+                records += rows
+                table, rows = gaps, gap_rows
         tables.append(table)
         records += rows
     if excluded:

@@ -160,6 +160,7 @@ def describe_run(cfg: DictConfig, data: DatasetBundle) -> dict[str, Any]:
         "inference": config_name(inference),
         "objective": inference.get("objective"),
         "aux_samples": inference.get("aux_samples", 0),
+        "structure": family_structure(inference),
         "seed": int(cfg.seed),
         "code_version": code_version(),
         "dataset": {**data.info, "split_sizes": data.split_sizes()},
@@ -167,6 +168,21 @@ def describe_run(cfg: DictConfig, data: DatasetBundle) -> dict[str, Any]:
         "batch_size": int(cfg.trainer.batch_size),
         "train_samples": int(cfg.trainer.n_samples),
     }
+
+
+def family_structure(inference: DictConfig) -> str | None:
+    """The structure of a VGP family in a few words (e.g. `dense T, zero mean, m=500`), which
+    labels its rows: the warp's reach depends on it (DESIGN.md section 2)."""
+    if "outputs" not in inference:
+        return None
+    words = [f"{inference.outputs} T"]
+    if inference.outputs in ("low_rank", "shared_basis"):
+        words[0] += f" (r={inference.get('outputs_rank')})"
+    words.append(f"{inference.get('prior_mean', 'zero')} mean")
+    words.append(f"m={inference.get('variational_data_size')}")
+    if inference.get("objective") == "paper":
+        words.append(f"r {inference.get('paper_auxiliary', 'factorized')}")
+    return ", ".join(words)
 
 
 def shard_seed(seed: int, shard: int) -> int:
