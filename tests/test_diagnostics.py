@@ -9,6 +9,7 @@ import pytest
 
 from tests.helpers import TINY, compose_config
 from vgp_bench.report import main as report_main
+from vgp_bench.report import validation_curves
 from vgp_bench.train import train
 
 TINY_VGP = [
@@ -54,6 +55,15 @@ def test_the_report_shows_where_the_bound_goes(
     assert vae_row.count("—") == 4  # no auxiliary model, no warp
     assert report_main([str(tmp_path), "--format", "csv"]) == 0
     assert "gaps:synthetic" in capsys.readouterr().out
+    curves = tmp_path / "curves.png"
+    assert report_main([str(tmp_path), "--curves", str(curves)]) == 0
+    series = validation_curves([tmp_path / "vgp", tmp_path / "vae"])
+    assert sorted(series) == [
+        "DLGM 1hl + VAE",
+        "DLGM 1hl + VGP (shared_basis T (r=32), identity mean, m=8)",
+    ]
+    assert [epoch for epoch, _ in series["DLGM 1hl + VAE"]] == [1, 2]
+    assert curves.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_vae_run_has_reliability_but_no_vgp_statistics(tmp_path: Path) -> None:

@@ -25,6 +25,9 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from vgp_bench.metrics import family_structure
+from vgp_bench.plots import line_plot
+
 DEFAULT_ROOTS = ("outputs", "multirun")
 
 # The paper's numbers, in nats as -log p(x) on the test set: Tran, Ranganath & Blei, "The
@@ -201,6 +204,18 @@ def load_run(folder: Path) -> Run | Excluded:
     return Run(folder, metrics, read_config(folder))
 
 
+def structure_of(folder: Path, metrics: dict[str, Any]) -> str | None:
+    """The VGP structure a run recorded, or for runs older than that record, its config's."""
+    if "structure" in metrics:
+        return metrics["structure"]
+    try:
+        config = OmegaConf.to_container(OmegaConf.load(folder / "config.yaml"))
+    except (OSError, ValueError):
+        return None
+    inference = config.get("inference") if isinstance(config, dict) else None
+    return family_structure(inference) if isinstance(inference, dict) else None
+
+
 def setting_of(run: Run) -> Setting:
     """The row a run belongs to."""
     metrics, test = run.metrics, run.metrics["test"]
@@ -226,7 +241,7 @@ def setting_of(run: Run) -> Setting:
         is_samples=int(test.get("is_samples", 0)),
         test_examples=int(test.get("n_examples", split_sizes.get("test", 0))),
         config=config,
-        structure=metrics.get("structure"),
+        structure=structure_of(run.folder, metrics),
     )
 
 
@@ -797,6 +812,51 @@ def render_csv(records: Sequence[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
+# ---------------------------------------------------------------- curves
+
+
+def validation_curves(folders: Sequence[Path]) -> dict[str, list[tuple[float, float]]]:
+    """Mean validation bound per epoch for each method (seeds pooled), unfinished runs too."""
+    by_label: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for folder in folders:
+        try:
+            metrics = json.loads((folder / "metrics.json").read_text())
+        except (OSError, ValueError):
+            continue
+        inference = str(metrics.get("inference"))
+        label = f"{MODEL_NAMES.get(str(metrics.get('model')), metrics.get('model'))} + "
+        label += inference.upper()
+        structure = structure_of(folder, metrics)
+        if structure:
+            label += f" ({structure})"
+        for entry in metrics.get("history") or []:
+            if is_finite_number(entry.get("valid_bound")):
+                by_label[label][int(entry["epoch"])].append(float(entry["valid_bound"]))
+    return {
+        label: [(epoch, statistics.fmean(values)) for epoch, values in sorted(epochs.items())]
+        for label, epochs in sorted(by_label.items())
+    }
+
+
+def write_curves(folders: Sequence[Path], path: Path, skip_epochs: int = 5) -> int:
+    """PNG of the validation curves; the y axis fits the epochs after the first `skip_epochs`."""
+    series = validation_curves(folders)
+    if not series:
+        return 0
+    late = [y for values in series.values() for x, y in values if x > skip_epochs]
+    late = late or [y for values in series.values() for _, y in values]
+    margin = 0.05 * (max(late) - min(late) or 1.0)
+    line_plot(
+        series,
+        path,
+        "Validation bound per epoch (mean over seeds)",
+        "epoch",
+        "validation bound (nats, higher is better)",
+        y_range=(min(late) - margin, max(late) + margin),
+    )
+    return len(series)
+
+
 # ---------------------------------------------------------------- command line
 
 
@@ -842,6 +902,12 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--format", choices=("markdown", "latex", "csv"), default="markdown")
     parser.add_argument(
+        "--curves",
+        type=Path,
+        metavar="PNG",
+        help="also write the validation-bound curves of every run (finished or not) to PNG",
+    )
+    parser.add_argument(
         "--paper",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -874,6 +940,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 0
     tables, records = build_report(folders, args.paper)
+    if args.curves is not None and not write_curves(folders, args.curves):
+        print(f"vgp-report: no validation history to plot in {args.curves}", file=sys.stderr)
     n_excluded = sum(1 for entry in records if entry["table"] == "not_in_tables")
     header = (
         f"{len(folders)} run folders under {searched}: {len(folders) - n_excluded} in the "

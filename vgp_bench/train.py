@@ -32,6 +32,7 @@ from vgp_bench.distributed import DistributedContext, init_distributed, shutdown
 from vgp_bench.evaluate import estimate_split, format_summary, save_per_example
 from vgp_bench.images import reconstruction_pairs, save_grid
 from vgp_bench.inference.base import build_heads
+from vgp_bench.metrics import family_structure
 from vgp_bench.models.base import LatentVariableModel
 from vgp_bench.runtime import (
     CONFIG_DIR,
@@ -168,21 +169,6 @@ def describe_run(cfg: DictConfig, data: DatasetBundle) -> dict[str, Any]:
         "batch_size": int(cfg.trainer.batch_size),
         "train_samples": int(cfg.trainer.n_samples),
     }
-
-
-def family_structure(inference: DictConfig) -> str | None:
-    """The structure of a VGP family in a few words (e.g. `dense T, zero mean, m=500`), which
-    labels its rows: the warp's reach depends on it (DESIGN.md section 2)."""
-    if "outputs" not in inference:
-        return None
-    words = [f"{inference.outputs} T"]
-    if inference.outputs in ("low_rank", "shared_basis"):
-        words[0] += f" (r={inference.get('outputs_rank')})"
-    words.append(f"{inference.get('prior_mean', 'zero')} mean")
-    words.append(f"m={inference.get('variational_data_size')}")
-    if inference.get("objective") == "paper":
-        words.append(f"r {inference.get('paper_auxiliary', 'factorized')}")
-    return ", ".join(words)
 
 
 def shard_seed(seed: int, shard: int) -> int:
