@@ -43,6 +43,8 @@ pilots() {
   echo "pilot_identity_global|$vgp inference.outputs=global"
   echo "pilot_identity_shared_basis|$vgp inference.outputs=shared_basis"
   echo "pilot_identity_dense|$vgp inference.outputs=dense"
+  echo "pilot_tied_shared_basis|$vgp inference.mean_field_scale=tied inference.outputs=shared_basis"
+  echo "pilot_tied_global|$vgp inference.mean_field_scale=tied inference.outputs=global"
 }
 
 selected_runs() { runs | grep -E "^(${RUNS:-.*})\|" || true; }

@@ -21,12 +21,20 @@ def make_head(spec: SiteSpec, seed: int = 0, **options) -> VGPHead:
     return VGPHead(spec, **{"variational_data_size": 64, "aux_hidden_dims": (32,), **options})
 
 
-@pytest.mark.parametrize("outputs", ["dense", "global", "shared_basis"])
-def test_identity_prior_mean_starts_as_the_mean_field_family(outputs):
+@pytest.mark.parametrize(
+    ("outputs", "scale"),
+    [("dense", "context"), ("global", "context"), ("shared_basis", "context"), ("dense", "tied")],
+)
+def test_identity_prior_mean_starts_as_the_mean_field_family(outputs, scale):
     """With T = 0 and a negligible GP variance, log q~ is log N(z; m(h), s(h)^2 + sigma^2)."""
     spec = SiteSpec(context_dim=6, z_dim=5)
     head = make_head(
-        spec, prior_mean="identity", outputs=outputs, outputs_rank=3, kernel_variance=1e-9
+        spec,
+        prior_mean="identity",
+        outputs=outputs,
+        outputs_rank=3,
+        kernel_variance=1e-9,
+        mean_field_scale=scale,
     ).double()
     context = torch.randn(7, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     with torch.no_grad():
@@ -36,6 +44,8 @@ def test_identity_prior_mean_starts_as_the_mean_field_family(outputs):
     mean_field = normal_log_prob(site.z, data.location, scale)  # [S, B]
     torch.testing.assert_close(site.log_q, mean_field, atol=1e-4, rtol=0)
     assert (data.scale < data.warp_scale).all()  # most of the spread comes through xi
+    if scale == "tied":
+        torch.testing.assert_close(data.scale, 0.1 * data.warp_scale)
     stats = head.diagnostics(context, 200, torch.Generator().manual_seed(2))
     assert stats["warp_rank"] == 5  # the linear warp moves z in every direction
     assert stats["nonlinear_warp_share"] < 1e-6  # ...and is linear: mean-field in disguise
@@ -94,6 +104,8 @@ def test_prior_mean_options_are_checked():
         make_head(spec, prior_mean="identity", latent_input_dim=2)
     with pytest.raises(ValueError, match=r"inference\.prior_mean"):
         make_head(spec, prior_mean="linear")
+    with pytest.raises(ValueError, match="mean_field_scale=tied needs prior_mean=identity"):
+        make_head(spec, mean_field_scale="tied")
     with pytest.raises(ValueError, match=r"inference\.paper_auxiliary"):
         make_head(spec, objective="paper", paper_auxiliary="both")
     assert math.isfinite(make_head(spec, prior_mean="identity").kernel.variance.item())

@@ -16,6 +16,8 @@ def family_structure(inference: Any) -> str | None:
     if outputs in ("low_rank", "shared_basis"):
         words[0] += f" (r={inference.get('outputs_rank')})"
     words.append(f"{inference.get('prior_mean') or 'zero'} mean")
+    if inference.get("mean_field_scale") == "tied":
+        words.append(f"sigma={inference.get('noise_ratio')} s")
     words.append(f"m={inference.get('variational_data_size')}")
     if inference.get("objective") == "paper":
         words.append(f"r {inference.get('paper_auxiliary') or 'factorized'}")

@@ -49,7 +49,7 @@ from vgp_bench.nets import mlp, output_dim
 OBJECTIVES = ("collapsed", "hierarchical", "paper")
 INPUT_MODES = ("global", "amortized")
 OUTPUT_MODES = ("dense", "low_rank", "shared_basis", "global")
-SCALE_MODES = ("context", "gp")
+SCALE_MODES = ("context", "gp", "tied")
 PRIOR_MEANS = ("zero", "identity")
 PAPER_AUXILIARIES = ("factorized", "conditional")
 
@@ -97,7 +97,10 @@ class VGPHead(VariationalHead):
       and the outputs T bend the warp where the bound gains. Needs c = d and the context-made
       scale; r(xi | x, z) then starts at the exact inverse of the linear warp;
     - `mean_field_scale`: sigma(h) from the context (`context`), or from the GP, which then
-      outputs d_f = 2d values (mean and pre-softplus scale; needs a non-collapsed objective);
+      outputs d_f = 2d values (mean and pre-softplus scale; needs a non-collapsed objective),
+      or `tied` to the warp's scale, sigma = `noise_ratio` * s(h) (identity prior mean only):
+      the spread of z then always passes through xi, so the optimizer cannot turn the VGP
+      into a mean-field Gaussian by moving the variance from s(h) to sigma(h);
     - `objective` and `aux_samples` as in the module docstring; `paper_auxiliary` picks the
       r of the paper objective: `factorized` r(xi | x, z) r(f | x, z) (Section 3.2) or
       `conditional` r(xi | x, z) r(f | xi, x, z) (Eq. 6);
@@ -121,6 +124,7 @@ class VGPHead(VariationalHead):
         objective: str = "collapsed",
         aux_samples: int = 0,
         mean_field_scale: str = "context",
+        noise_ratio: float = 0.1,
         prior_mean: str = "zero",
         paper_auxiliary: str = "factorized",
         hidden_dims: Sequence[int] = (),
@@ -158,10 +162,14 @@ class VGPHead(VariationalHead):
                 "use objective=hierarchical with inference.mean_field_scale=gp"
             )
         c_given = int(latent_input_dim or spec.z_dim)
-        if prior_mean == "identity" and (mean_field_scale != "context" or c_given != spec.z_dim):
+        if prior_mean == "identity" and (mean_field_scale == "gp" or c_given != spec.z_dim):
             raise ValueError(
                 "inference.prior_mean=identity needs latent_input_dim = d (null) and "
-                "mean_field_scale=context; use prior_mean=zero for other shapes"
+                "mean_field_scale=context or tied; use prior_mean=zero for other shapes"
+            )
+        if mean_field_scale == "tied" and (prior_mean != "identity" or noise_ratio <= 0):
+            raise ValueError(
+                "inference.mean_field_scale=tied needs prior_mean=identity and noise_ratio > 0"
             )
         if init_noise_scale <= min_scale:
             raise ValueError(f"inference.init_noise_scale must exceed min_scale {min_scale}")
@@ -174,7 +182,8 @@ class VGPHead(VariationalHead):
         self.z_dim = spec.z_dim
         self.latent_input_dim = c_given
         self.data_size = int(variational_data_size)
-        self.f_dim = spec.z_dim if mean_field_scale == "context" else 2 * spec.z_dim
+        self.f_dim = 2 * spec.z_dim if mean_field_scale == "gp" else spec.z_dim
+        self.noise_ratio = float(noise_ratio) if mean_field_scale == "tied" else None
         self.prior_mean = prior_mean
         m, c, f_dim = self.data_size, self.latent_input_dim, self.f_dim
         # the identity prior mean starts with zero residual outputs: q is then mean-field
@@ -214,9 +223,9 @@ class VGPHead(VariationalHead):
         self.inputs_mode, self.outputs_mode, self.outputs_rank = inputs, outputs, int(outputs_rank)
         self.scale_net = nn.Linear(features, spec.z_dim) if mean_field_scale == "context" else None
         if prior_mean == "identity":
-            assert self.scale_net is not None
             self.location_net = nn.Linear(features, spec.z_dim)  # m(h)
             self.warp_scale_net = nn.Linear(features, spec.z_dim)  # s(h), pre-softplus
+        if prior_mean == "identity" and self.scale_net is not None:
             with torch.no_grad():  # sigma starts small and constant: z ~ m + s xi at first
                 self.scale_net.weight.zero_()
                 raw = init_noise_scale - min_scale
@@ -322,6 +331,8 @@ class VGPHead(VariationalHead):
         if self.prior_mean == "identity":
             data.location = self.location_net(features)  # [*batch, D]
             data.warp_scale = positive_scale(self.warp_scale_net(features), self.min_scale)
+            if self.noise_ratio is not None:  # tied: sigma = noise_ratio * s(h)
+                data.scale = self.noise_ratio * data.warp_scale
         return data
 
     def factorize(self, inputs: Tensor) -> JitteredCholesky:
