@@ -61,7 +61,21 @@ train_one() {  # name|overrides
     trainer.progress=false "data_dir=$data_dir" "hydra.run.dir=$folder" \
     >"$folder/stdout.log" 2>&1 || echo "study: $name stopped (see $folder/stdout.log)"
 }
-export -f train_one run_tool
+eval_one() {  # name|overrides: the test set, once, on the checkpoint chosen by validation
+  local name=${1%%|*} folder="$study_dir/${1%%|*}"
+  [[ -f $folder/metrics.json ]] || return 0
+  if ! grep -q '"status": "finished"' "$folder/metrics.json"; then
+    echo "study: $name is not finished; train it first"; return 0
+  fi
+  if grep -q '"is_samples": 5000' "$folder/metrics.json"; then
+    echo "study: $name evaluated already"; return 0
+  fi
+  echo "study: evaluating $name"
+  run_tool vgp-eval vgp_bench.evaluate "checkpoint=$folder/checkpoints/best.pt" \
+    eval.is_samples=5000 eval.subset=null "data_dir=$data_dir" \
+    >"$folder/eval.log" 2>&1 || echo "study: evaluating $name failed (see $folder/eval.log)"
+}
+export -f train_one eval_one run_tool
 export study_dir epochs data_dir
 
 case $stage in
@@ -73,9 +87,22 @@ case $stage in
     selected_runs | xargs -d '\n' -P "$jobs" -I{} bash -c 'train_one "$1"' _ {}
     ;;&
   eval|all)
-    echo "study: eval stage comes with the diagnostics (issue 9)"
+    selected_runs | xargs -d '\n' -P "$jobs" -I{} bash -c 'eval_one "$1"' _ {}
     ;;&
   report|all)
+    # what the repository keeps: each run's metrics.json and resolved config, the table, the
+    # curves (never checkpoints)
+    mkdir -p "$results_dir/runs"
+    for folder in "$study_dir"/*/; do
+      name=$(basename "$folder")
+      [[ -f $folder/metrics.json ]] || continue
+      mkdir -p "$results_dir/runs/$name"
+      cp "$folder/metrics.json" "$folder/config.yaml" "$results_dir/runs/$name/"
+    done
+    run_tool vgp-report vgp_bench.report "$results_dir/runs" --curves "$results_dir/valid_curves.png" \
+      >"$results_dir/table.md"
+    run_tool vgp-report vgp_bench.report "$results_dir/runs" --format csv >"$results_dir/table.csv"
+    cat "$results_dir/table.md"
     ;;
   *) echo "usage: $0 train|eval|report|all" >&2; exit 2 ;;
 esac

@@ -142,6 +142,10 @@ def test_mean_field_reaches_its_closed_form_optimum_on_a_correlated_gaussian() -
     assert fitted.elbo(20_000) == pytest.approx(optimum, abs=0.02)
     standard_deviations = fitted.sample(20_000).std(0)
     torch.testing.assert_close(standard_deviations, torch.full((2,), 0.6), atol=0.03, rtol=0)
+    # the optimum is narrower than the target along (1, 1): E_q[w^2] is finite only when
+    # 2 Sigma^-1 - I / (1 - rho^2) is positive definite, i.e. rho < 0.5; k-hat flags it
+    _, pareto_k = fitted.log_marginal_with_reliability(5000)
+    assert pareto_k > 0.7
 
 
 def test_cli_writes_table_picture_and_summary(tmp_path: Path, capsys) -> None:

@@ -87,7 +87,15 @@ class FittedFamily:
         self, n: int = 1000, chunk_size: int = 10_000, generator: torch.Generator | None = None
     ) -> float:
         """The importance-weighted estimate log (1/n) sum_s w_s of log Z from n draws of q."""
-        return float(self._estimate(n, chunk_size, generator).log_likelihood[0])
+        return self.log_marginal_with_reliability(n, chunk_size, generator)[0]
+
+    def log_marginal_with_reliability(
+        self, n: int = 1000, chunk_size: int = 10_000, generator: torch.Generator | None = None
+    ) -> tuple[float, float]:
+        """The IS estimate of log Z and the PSIS k-hat of its weights (> 0.7: do not trust it)."""
+        estimate = self._estimate(n, chunk_size, generator)
+        assert estimate.pareto_k is not None
+        return float(estimate.log_likelihood[0]), float(estimate.pareto_k[0])
 
     def _estimate(self, n: int, chunk_size: int, generator: torch.Generator | None):
         def draw(count: int) -> Tensor:

@@ -91,11 +91,12 @@ def summarize(
 ) -> dict[str, Any]:
     """The numbers of one fitted family against the target's true log Z."""
     bound = fitted.elbo(bound_samples)
-    log_z = fitted.log_marginal(importance_samples)
+    log_z, pareto_k = fitted.log_marginal_with_reliability(importance_samples)
     return {
         "family": fitted.family,
         "bound": bound,
         "log_z_estimate": log_z,
+        "pareto_k": pareto_k,
         "bound_gap": target.log_normalizer - bound,
         "estimate_gap": target.log_normalizer - log_z,
         "seconds": fitted.seconds,
@@ -107,14 +108,22 @@ def format_table(rows: list[dict[str, Any]], target: Target, importance_samples:
     """A plain-text table: family, bound, IS estimate of log Z, true log Z, the two gaps."""
     header = (
         f"{'family':<12}{'bound':>10}{f'log Z (IS {importance_samples})':>20}"
-        f"{'true log Z':>12}{'gap bound':>11}{'gap IS':>9}{'seconds':>9}"
+        f"{'true log Z':>12}{'gap bound':>11}{'gap IS':>9}{'k-hat':>7}{'seconds':>9}"
     )
     lines = [f"target: {target.name}", header, "-" * len(header)]
+    unreliable = []
     for row in rows:
         lines.append(
             f"{row['family']:<12}{row['bound']:>10.3f}{row['log_z_estimate']:>20.3f}"
             f"{target.log_normalizer:>12.3f}{row['bound_gap']:>11.3f}{row['estimate_gap']:>9.3f}"
-            f"{row['seconds']:>9.1f}"
+            f"{row['pareto_k']:>7.2f}{row['seconds']:>9.1f}"
+        )
+        if row["pareto_k"] > 0.7:
+            unreliable.append(row["family"])
+    if unreliable:
+        lines.append(
+            f"WARNING: PSIS k-hat > 0.7 for {', '.join(unreliable)}: the importance weights have "
+            "(nearly) infinite variance and the IS log Z is not to be trusted"
         )
     return "\n".join(lines)
 

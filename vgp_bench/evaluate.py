@@ -139,6 +139,9 @@ def format_summary(summary: dict[str, Any], label: str = "test") -> str:
         f"{summary['bound_nll']:>10.2f} ± {summary['bound_nll_stderr']:<5.2f}"
         f"   {summary['is_samples']:>7}  {summary['n_examples']:>8}",
     ]
+    for site, weight in (summary.get("weight") or {}).items():
+        if "infinite variance" in weight:
+            lines.append(f"WARNING: site {site}: {weight}")
     share = summary.get("pareto_k_above_0_7")
     if share:
         lines.append(
