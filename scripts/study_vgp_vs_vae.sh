@@ -45,6 +45,7 @@ pilots() {
   echo "pilot_identity_dense|$vgp inference.outputs=dense"
   echo "pilot_tied_shared_basis|$vgp inference.mean_field_scale=tied inference.outputs=shared_basis"
   echo "pilot_tied_global|$vgp inference.mean_field_scale=tied inference.outputs=global"
+  echo "pilot_tied_global_k4|$vgp inference.mean_field_scale=tied inference.outputs=global inference.aux_samples=4"
 }
 
 selected_runs() { runs | grep -E "^(${RUNS:-.*})\|" || true; }
