@@ -30,6 +30,7 @@ from tqdm import tqdm
 from vgp_bench.checkpoint import load_checkpoint, save_checkpoint, write_json
 from vgp_bench.data.base import CorruptDataError, DatasetBundle, ImageSplit, MissingDataError
 from vgp_bench.distributed import DistributedContext, init_distributed, shutdown_distributed
+from vgp_bench.divergence import divergence_reason, trivial_nll
 from vgp_bench.evaluate import estimate_split, format_summary, save_per_example
 from vgp_bench.images import reconstruction_pairs, save_grid
 from vgp_bench.inference.base import build_heads
@@ -245,29 +246,11 @@ def agreed(context: DistributedContext, decide: Callable[[], Any]) -> Any:
     return result
 
 
-def trivial_nll(x_shape: tuple[int, ...]) -> float:
-    """-log p(x) in nats of the model that gives every pixel probability 1/2: D log 2."""
-    return math.prod(x_shape) * math.log(2.0)
-
-
-def divergence(test: dict[str, Any] | None, trivial: float) -> dict[str, Any]:
-    """`diverged` and why: a non-finite test result, or one worse than the trivial model."""
-    reason = None
-    if test is not None:
-        values = {key: test.get(key) for key in ("nll", "bound_nll")}
-        bad = [key for key, value in values.items() if not _finite(value)]
-        if bad:
-            reason = f"test {', '.join(bad)} not finite"
-        elif values["nll"] > trivial:
-            reason = (
-                f"test -log p(x) {values['nll']:.2f} is worse than {trivial:.2f} nats, the "
-                "model that gives every pixel probability 1/2"
-            )
-    return {"diverged": reason is not None, "diverged_reason": reason}
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)
+def divergence(test: dict[str, Any] | None, x_shape: tuple[int, ...]) -> dict[str, Any]:
+    """What metrics.json records about divergence (see vgp_bench.divergence)."""
+    trivial = trivial_nll(math.prod(x_shape))
+    reason = divergence_reason(test, trivial) if test is not None else None
+    return {"trivial_nll": trivial, "diverged": reason is not None, "diverged_reason": reason}
 
 
 def describe_run(cfg: DictConfig, data: DatasetBundle) -> dict[str, Any]:
@@ -901,9 +884,7 @@ class Trainer:
                     run_dir=self.run_dir,
                 )
                 self.metrics["test"] = {**summary, "step": self.state.step}
-        trivial = trivial_nll(self.parts.data.x_shape)
-        self.metrics["trivial_nll"] = trivial
-        self.metrics.update(divergence(self.metrics.get("test"), trivial))
+        self.metrics.update(divergence(self.metrics.get("test"), self.parts.data.x_shape))
         if self.metrics["diverged"]:
             self.log.warning("diverged: %s", self.metrics["diverged_reason"])
         self.write_metrics("finished")
