@@ -144,6 +144,8 @@ def test_cli_runs_end_to_end_with_overrides(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "-log p(x)" in result.stdout
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["status"] == "finished"
+    assert (tmp_path / "run" / ".hydra" / "overrides.yaml").is_file()  # written by vgp-train
+    assert "finished at step 8" in (tmp_path / "run" / "train.log").read_text()
 
 
 def test_cli_unknown_values_fail_clearly(tmp_path: Path) -> None:
