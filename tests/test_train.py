@@ -289,6 +289,8 @@ def test_vgp_eval_re_evaluates_a_checkpoint(tmp_path: Path) -> None:
     test = json.loads((run_dir / "metrics.json").read_text())["test"]
     assert test["is_samples"] == 6 and test["n_examples"] == 10 and test["checkpoint"] == "last.pt"
     assert (run_dir / test["per_example_file"]).is_file()
+    assert "result" in (run_dir / "eval.log").read_text()  # its log in the run folder
+    assert not list(tmp_path.glob("*.log"))  # and none in the current folder
     missing = subprocess.run(
         [*command, f"checkpoint={tmp_path / 'nothing.pt'}"],
         cwd=tmp_path,

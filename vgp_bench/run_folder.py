@@ -266,15 +266,20 @@ def run_log(path: Path) -> Iterator[logging.Logger]:
 
 @contextmanager
 def claimed(run_dir: Path, command: str, log_name: str = LOG_NAME) -> Iterator[logging.Logger]:
-    """Hold the folder's lock, clear orphaned temporary files, log into the folder."""
+    """Hold the folder's lock and log into the folder (the log file opens at its first
+    record, so a folder can still be moved aside before that)."""
     lock = acquire_lock(run_dir, command)
     try:
         with run_log(run_dir / log_name) as logger:
-            for orphan in remove_orphans(run_dir):
-                logger.info("removed %s, left by a write that was killed", orphan.name)
             yield logger
     finally:
         lock.release()
+
+
+def clear_orphans(run_dir: Path, logger: logging.Logger) -> None:
+    """`remove_orphans`, logged; only while holding the folder's lock."""
+    for orphan in remove_orphans(run_dir):
+        logger.info("removed %s, left by a write that was killed", orphan.name)
 
 
 def log_failure(logger: logging.Logger, error: BaseException, expected: bool = False) -> str:

@@ -39,6 +39,7 @@ from vgp_bench.run_folder import (
     RunFolderError,
     check_fresh_start,
     claimed,
+    clear_orphans,
     log_failure,
     move_aside,
     one_line_error,
@@ -236,7 +237,7 @@ def agreed(context: DistributedContext, decide: Callable[[], Any]) -> Any:
     if context.is_main:
         try:
             result = decide()
-        except USER_ERRORS as error:
+        except Exception as error:  # the other ranks must hear of it, or they wait forever
             refusal = error
     message = context.broadcast_object(None if refusal is None else str(refusal))
     if refusal is not None:
@@ -788,6 +789,8 @@ class Trainer:
             move_aside(self.run_dir, plan.move_to)
             print(f"vgp-train: moved the folder's previous run to {plan.move_to}", file=sys.stderr)
             self.log.info("moved the folder's previous run to %s", plan.move_to)
+        if main:
+            clear_orphans(self.run_dir, self.log)
         self.metrics = {}
         if main and plan.checkpoint is not None and previous.exists():
             self.metrics = json.loads(previous.read_text())
@@ -960,6 +963,8 @@ def evaluate_checkpoint(
     claim = claimed(run_dir, "vgp-eval", log_name="eval.log") if writable else nullcontext(None)
     with claim as log, stop_signals() as request:
         log = log or logging.getLogger(__name__)
+        if writable:
+            clear_orphans(run_dir, log)
         log.info("evaluating %s (step %d): %s", path, step, OmegaConf.to_container(cfg.eval))
         try:
             with interruptible(request):
