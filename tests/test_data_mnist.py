@@ -412,3 +412,27 @@ def test_dataset_config_builds_the_loader(built):
     assert "name" not in config
     bundle = instantiate(config)(data_dir=str(data_dir.resolve()))
     assert bundle.split_sizes() == SIZES and bundle.info["binarization"] == "fixed"
+
+
+@pytest.mark.parametrize(
+    ("dataset", "value", "why"),
+    [("grey", 7, "content checksum"), ("binary", 2, "other than 0/1"), ("labels", 11, "-1..9")],
+)
+def test_an_existing_file_is_only_fine_when_its_contents_check_out(
+    built, tiny_pickle, vgp_data, capsys, dataset, value, why
+):
+    data_dir, _ = built
+    out = data_dir / "mnist.h5"
+    with h5py.File(out, "r+") as handle:
+        assert "content_sha256" in handle.attrs
+        array = handle["train"][dataset]
+        index = (0,) * array.ndim
+        array[index] = value if array[index] != value else value + 1
+    with pytest.raises(CorruptDataError, match=why):
+        mnist.load_mnist(str(data_dir))
+    capsys.readouterr()
+    path, digest, _ = tiny_pickle
+    assert vgp_data("--from-pkl", path, "--sha256", digest, "--data-dir", data_dir) == 0
+    printed = capsys.readouterr().out
+    assert "already there" not in printed and "rebuilding" in printed and why in printed
+    assert mnist.load_mnist(str(data_dir)).split_sizes() == SIZES

@@ -144,6 +144,8 @@ def test_cli_runs_end_to_end_with_overrides(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "-log p(x)" in result.stdout
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["status"] == "finished"
+    assert (tmp_path / "run" / ".hydra" / "overrides.yaml").is_file()  # written by vgp-train
+    assert "finished at step 8" in (tmp_path / "run" / "train.log").read_text()
 
 
 def test_cli_unknown_values_fail_clearly(tmp_path: Path) -> None:
@@ -287,6 +289,8 @@ def test_vgp_eval_re_evaluates_a_checkpoint(tmp_path: Path) -> None:
     test = json.loads((run_dir / "metrics.json").read_text())["test"]
     assert test["is_samples"] == 6 and test["n_examples"] == 10 and test["checkpoint"] == "last.pt"
     assert (run_dir / test["per_example_file"]).is_file()
+    assert "result" in (run_dir / "eval.log").read_text()  # its log in the run folder
+    assert not list(tmp_path.glob("*.log"))  # and none in the current folder
     missing = subprocess.run(
         [*command, f"checkpoint={tmp_path / 'nothing.pt'}"],
         cwd=tmp_path,

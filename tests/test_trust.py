@@ -2,16 +2,37 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import pickle
+import signal
+import socket
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
-from tests.helpers import TINY, compose_config
-from vgp_bench.checkpoint import load_checkpoint
-from vgp_bench.train import train
+from tests.helpers import REPO, TINY, compose_config
+from vgp_bench import report
+from vgp_bench import train as train_module
+from vgp_bench.blackbox_cli import run as fit_run
+from vgp_bench.checkpoint import atomic_file, load_checkpoint, save_checkpoint, write_json
+from vgp_bench.gp.cholesky import cholesky_with_jitter
+from vgp_bench.run_folder import RunFolderError, acquire_lock, refuse_if_locked
+from vgp_bench.runtime import ConfigError
+from vgp_bench.train import (
+    NonFiniteTrainingError,
+    Trainer,
+    build_components,
+    divergence,
+    evaluate_checkpoint,
+    train,
+)
 
 
 class _RunsAShellCommand:
@@ -55,3 +76,439 @@ def test_a_real_checkpoint_loads_with_weights_only(tmp_path: Path) -> None:
     train(compose_config(TINY), tmp_path)
     checkpoint = load_checkpoint(tmp_path / "checkpoints" / "last.pt")
     assert {"model", "heads", "optimizer", "generators", "state", "config"} <= checkpoint.keys()
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes, int, int]]:
+    """Every file under `folder` with its bytes, mtime and mode."""
+    return {
+        str(path.relative_to(folder)): (
+            path.read_bytes(),
+            path.stat().st_mtime_ns,
+            path.stat().st_mode,
+        )
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def cli(name: str, arguments: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """An installed console script (as users run it), else its module."""
+    modules = {"vgp-train": "vgp_bench.train", "vgp-eval": "vgp_bench.evaluate"}
+    script = Path(sys.executable).parent / name
+    command = [str(script)] if script.exists() else [sys.executable, "-m", modules[name]]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [*command, *arguments], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def error_lines(result: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.strip()]
+
+
+QUICK = [*TINY, "trainer.max_steps=2", "eval.at_end=false", "trainer.image_every=0"]
+
+
+def metrics_of(run_dir: Path) -> dict:
+    return json.loads((run_dir / "metrics.json").read_text())
+
+
+# ---------------------------------------------------------------- one process per folder
+
+
+def test_a_busy_folder_or_a_refused_resume_changes_no_byte(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    train(compose_config(QUICK), run_dir)
+    assert not (run_dir / ".lock").exists()  # released at the end
+    before = snapshot(run_dir)
+    holder = acquire_lock(run_dir, "vgp-train (the first run)")
+    try:
+        busy = cli("vgp-train", [*QUICK, f"hydra.run.dir={run_dir}"], tmp_path)
+    finally:
+        holder.release()
+    assert busy.returncode == 1
+    assert len(error_lines(busy)) == 1, busy.stderr
+    assert "in use by vgp-train (the first run)" in busy.stderr
+    assert f"pid {os.getpid()}" in busy.stderr
+    # Hydra's .hydra/ files (and train.log) are written only by a run that may start
+    other_seed = cli("vgp-train", [*QUICK, "seed=5", f"hydra.run.dir={run_dir}"], tmp_path)
+    assert other_seed.returncode == 1 and len(error_lines(other_seed)) == 1, other_seed.stderr
+    assert "different 'seed' config" in other_seed.stderr
+    assert snapshot(run_dir) == before
+
+
+def test_the_lock_names_its_holder_and_is_released_by_a_dead_one(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    lock = acquire_lock(run_dir, "vgp-train")
+    text = (run_dir / ".lock").read_text()
+    assert f"pid {os.getpid()}" in text and socket.gethostname() in text
+    with pytest.raises(RunFolderError, match="in use by vgp-train"):
+        train(compose_config(QUICK), run_dir)
+    with pytest.raises(RunFolderError, match="in use by vgp-train"):
+        refuse_if_locked(run_dir)
+    lock.release()
+    # a holder killed with -9 leaves its lock file but not its lock
+    (run_dir / ".lock").write_text("vgp-train (pid 1 on elsewhere, since long ago)\n")
+    assert train(compose_config(QUICK), run_dir)["status"] == "finished"
+    assert not (run_dir / ".lock").exists()
+
+
+def test_vgp_eval_refuses_a_folder_in_use(tmp_path: Path) -> None:
+    train(compose_config(QUICK), tmp_path)
+    before = snapshot(tmp_path)
+    lock = acquire_lock(tmp_path, "vgp-train")
+    try:
+        with pytest.raises(RunFolderError, match="in use by vgp-train"):
+            evaluate_checkpoint(str(tmp_path / "checkpoints" / "last.pt"), OmegaConf.create({}))
+    finally:
+        lock.release()
+    assert snapshot(tmp_path) == before
+
+
+# ---------------------------------------------------------------- resume and fresh starts
+
+
+def test_resume_false_never_destroys_a_run(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    train(compose_config(TINY), run_dir)  # a finished run with best.pt and last.pt
+    before = snapshot(run_dir)
+    fresh = [*TINY, "trainer.resume=false", "model.latent_dims=[2]"]
+    with pytest.raises(
+        RunFolderError, match=r"hydra\.run\.dir=.*trainer\.move_aside=true"
+    ) as error:
+        train(compose_config(fresh), run_dir)
+    assert "finished after 8 steps" in str(error.value) and "\n" not in str(error.value)
+    assert snapshot(run_dir) == before
+    metrics = train(
+        compose_config([*fresh, "trainer.move_aside=true", "trainer.max_steps=2"]), run_dir
+    )
+    assert metrics["status"] == "finished" and metrics["steps"] == 2
+    moved = [path for path in tmp_path.iterdir() if path.name.startswith("run.replaced-")]
+    assert len(moved) == 1 and snapshot(moved[0]) == before  # the old run, intact
+    assert not (run_dir / "checkpoints" / "best.pt").exists()  # no stale best.pt of the old run
+
+
+def test_resume_refuses_changes_that_alter_the_run_and_records_the_others(tmp_path: Path) -> None:
+    train(compose_config([*TINY, "trainer.epochs=1"]), tmp_path)
+    before = snapshot(tmp_path)
+    for change in ("trainer.batch_size=400", "trainer.n_samples=2", "optim.optimizer.lr=0.1"):
+        with pytest.raises(RunFolderError, match="change what the run computes") as error:
+            train(compose_config([*TINY, "trainer.epochs=1", change]), tmp_path)
+        assert change.split("=")[0] in str(error.value)
+        assert snapshot(tmp_path) == before
+    extended = [*TINY, "trainer.epochs=2", "eval.is_samples=4", "trainer.log_every=1"]
+    metrics = train(compose_config(extended), tmp_path)
+    assert metrics["status"] == "finished" and metrics["epochs_completed"] == 2
+    (record,) = metrics["resume_changes"]
+    assert record["step"] == 4
+    assert record["changes"] == {
+        "eval.is_samples": [8, 4],
+        "trainer.epochs": [1, 2],
+        "trainer.log_every": [2, 1],
+    }
+    assert metrics_of(tmp_path)["resume_changes"] == metrics["resume_changes"]
+
+
+def test_resume_after_extending_epochs_matches_a_straight_run(tmp_path: Path) -> None:
+    common = [*TINY, "eval.at_end=false", "trainer.image_every=0"]
+    train(compose_config([*common, "trainer.epochs=1"]), tmp_path / "extended")
+    train(compose_config([*common, "trainer.epochs=2"]), tmp_path / "extended")
+    train(compose_config([*common, "trainer.epochs=2"]), tmp_path / "straight")
+    first = load_checkpoint(tmp_path / "extended" / "checkpoints" / "last.pt")
+    second = load_checkpoint(tmp_path / "straight" / "checkpoints" / "last.pt")
+    for name, value in second["model"].items():
+        assert torch.equal(first["model"][name], value), name
+
+
+# ---------------------------------------------------------------- settings checked at start
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("trainer.batch_size=-5", "trainer.batch_size"),
+        ("trainer.batch_size=0", "trainer.batch_size"),
+        ("trainer.epochs=-1", "trainer.epochs"),
+        ("trainer.epochs=abc", "trainer.epochs"),
+        ("trainer.log_every=0", "trainer.log_every"),
+        ("trainer.max_steps=0", "trainer.max_steps"),
+        ("trainer.drop_last=maybe", "trainer.drop_last"),
+        ("eval.is_samples=0", "eval.is_samples"),
+        ("eval.subset=-3", "eval.subset"),
+        ("eval.split=nowhere", "eval.split"),
+    ],
+)
+def test_bad_settings_are_refused_before_anything_starts(
+    tmp_path: Path, override: str, key: str
+) -> None:
+    run_dir = tmp_path / "run"
+    with pytest.raises(ConfigError) as error:
+        train(compose_config([*TINY, override]), run_dir)
+    message = str(error.value)
+    assert message.startswith(key) and "\n" not in message
+    assert not run_dir.exists()
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [("steps=-5", "steps"), ("steps=abc", "steps"), ("samples.importance=0", "samples")],
+)
+def test_vgp_fit_settings_are_checked(tmp_path: Path, override: str, key: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^{key}"):
+        fit_run(compose_config([override], config_name="fit"), tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+def test_command_line_errors_are_one_line_naming_the_key(tmp_path: Path) -> None:
+    train_result = cli("vgp-train", [*QUICK, "trainer.epochs=abc"], tmp_path)
+    assert train_result.returncode == 1
+    assert error_lines(train_result) == [
+        "vgp-train: error: trainer.epochs must be an integer >= 1, got 'abc'"
+    ]
+    eval_result = cli("vgp-eval", ["device=cpu"], tmp_path)
+    assert eval_result.returncode == 1
+    (line,) = error_lines(eval_result)
+    assert line.startswith("vgp-eval: error: checkpoint is required")
+    assert not any(path.suffix == ".log" for path in tmp_path.iterdir())
+
+
+# ---------------------------------------------------------------- crashes and divergence
+
+
+def test_a_cholesky_failure_goes_through_the_nonfinite_policy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = compose_config(
+        [*TINY, "inference=vgp", "inference.variational_data_size=8", "trainer.max_nonfinite=2"]
+    )
+    parts = build_components(cfg)
+    calls = {"count": 0}
+    head = parts.heads["z"]
+    original = head.factorize
+
+    def failing_after_two(inputs):
+        calls["count"] += 1
+        if calls["count"] > 2:  # the real error of a matrix no jitter can save
+            return cholesky_with_jitter(-torch.eye(4), sync_free=False)
+        return original(inputs)
+
+    monkeypatch.setattr(head, "factorize", failing_after_two)
+    trainer = Trainer(cfg, tmp_path, parts)
+    with pytest.raises(NonFiniteTrainingError, match="not positive definite"):
+        trainer.fit()
+    metrics = metrics_of(tmp_path)
+    assert metrics["status"] == "failed" and "2 steps in a row" in metrics["error"]
+    assert trainer.state.nonfinite_total == 2 and trainer.state.step == 2
+    log = (tmp_path / "train.log").read_text()
+    assert "skipped" in log and "NonFiniteTrainingError" in log
+
+
+def test_any_crash_is_recorded_with_its_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_evaluation(*args, **kwargs):
+        raise RuntimeError("out of device memory")
+
+    monkeypatch.setattr("vgp_bench.train.evaluate_components", broken_evaluation)
+    with pytest.raises(RuntimeError, match="out of device memory") as error:
+        train(compose_config(TINY), tmp_path)
+    metrics = metrics_of(tmp_path)
+    assert metrics["status"] == "failed"
+    assert metrics["error"] == "RuntimeError: out of device memory"
+    log = (tmp_path / "train.log").read_text()
+    assert "Traceback" in log and "out of device memory" in log
+    assert any("train.log" in note for note in error.value.__notes__)
+    # vgp-report points at a log that holds the error
+    excluded = report.load_run(tmp_path)
+    assert isinstance(excluded, report.Excluded) and excluded.status == "failed"
+    assert "out of device memory" in excluded.reason
+
+
+def test_report_hint_names_a_log_that_exists(tmp_path: Path) -> None:
+    crashed = tmp_path / "crashed"
+    (crashed / ".hydra").mkdir(parents=True)
+    (crashed / ".hydra" / "config.yaml").write_text("seed: 0\n")
+    silent = report.load_run(crashed)
+    assert isinstance(silent, report.Excluded) and "left no log" in silent.reason
+    (crashed / "train.log").write_text("Traceback ...\nMemoryError\n")
+    logged = report.load_run(crashed)
+    assert isinstance(logged, report.Excluded) and "see train.log" in logged.reason
+
+
+def test_divergence_is_flagged_and_kept_out_of_the_tables(tmp_path: Path, capsys) -> None:
+    metrics = train(
+        compose_config([*TINY, "trainer.max_steps=2", "trainer.image_every=0"]), tmp_path / "ok"
+    )
+    assert metrics["diverged"] is False and metrics["trivial_nll"] == pytest.approx(
+        64 * math.log(2)
+    )
+    assert divergence({"nll": 1e14, "bound_nll": 2e14, "nll_stderr": 1.0}, (1, 28, 28))["diverged"]
+    assert divergence({"nll": math.nan, "bound_nll": 90.0}, (1, 28, 28))["diverged"]
+    assert not divergence({"nll": 90.0, "bound_nll": 95.0}, (1, 28, 28))["diverged"]
+    for name, nll in (("blown", 1e14), ("fine", 90.0)):
+        folder = tmp_path / "runs" / name
+        folder.mkdir(parents=True)
+        test = {"nll": nll, "bound_nll": nll + 5, "nll_stderr": 0.3, "bound_nll_stderr": 0.3}
+        test |= {"is_samples": 5000, "n_examples": 10000, "is_below_bound": False}
+        (folder / "metrics.json").write_text(
+            json.dumps(
+                {
+                    "status": "finished",
+                    "model": "dlgm1",
+                    "inference": "vgp",
+                    "seed": 0,
+                    "dataset": {"name": "mnist", "split_sizes": {"test": 10000}},
+                    "steps": 10,
+                    "test": test,
+                }
+            )
+        )
+    assert report.main([str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert "1 in the tables, 0 not, 1 diverged" in out
+    section = out.split("## Diverged runs")[1]
+    assert "blown" in section and "worse than 543.43" in section
+    assert report.main([str(tmp_path / "runs"), "--include-diverged"]) == 0
+    assert "2 in the tables" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- signals during evaluation
+
+
+def signal_during(monkeypatch: pytest.MonkeyPatch, split: str) -> dict[str, int]:
+    """Send SIGTERM to this process from inside the first evaluation of `split`."""
+    real = train_module.evaluate_components
+    sent = {"count": 0}
+
+    def evaluate(*args, **kwargs):
+        if (kwargs.get("split_name") or "test") == split and not sent["count"]:
+            sent["count"] += 1
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler raises before the next line
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "evaluate_components", evaluate)
+    return sent
+
+
+def test_a_signal_during_the_final_evaluation_stops_it_and_a_rerun_redoes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent = signal_during(monkeypatch, "test")
+    metrics = train(compose_config(TINY), tmp_path)
+    assert sent["count"] == 1
+    assert metrics["status"] == "interrupted" and "test" not in metrics
+    assert metrics_of(tmp_path)["status"] == "interrupted"
+    metrics = train(compose_config(TINY), tmp_path)
+    assert metrics["status"] == "finished" and metrics["test"]["step"] == 8
+
+
+def test_a_signal_during_validation_stops_it_and_the_resume_stays_exact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    common = [*TINY, "eval.at_end=false", "trainer.image_every=0"]
+    sent = signal_during(monkeypatch, "valid")
+    metrics = train(compose_config(common), tmp_path / "stopped")
+    assert sent["count"] == 1 and metrics["status"] == "interrupted"
+    checkpoint = load_checkpoint(tmp_path / "stopped" / "checkpoints" / "last.pt")
+    assert checkpoint["state"]["epoch_end_pending"] and checkpoint["state"]["step"] == 4
+    monkeypatch.undo()
+    resumed = train(compose_config(common), tmp_path / "stopped")
+    straight = train(compose_config(common), tmp_path / "straight")
+    assert resumed["history"] == straight["history"]  # the epoch's validation redone, once
+    for name, value in load_checkpoint(tmp_path / "straight" / "checkpoints" / "last.pt")[
+        "model"
+    ].items():
+        assert torch.equal(
+            load_checkpoint(tmp_path / "stopped" / "checkpoints" / "last.pt")["model"][name], value
+        )
+
+
+# ---------------------------------------------------------------- files
+
+
+def test_orphaned_temporary_files_are_removed_at_the_next_start(tmp_path: Path) -> None:
+    train(compose_config(QUICK), tmp_path)
+    orphans = [
+        tmp_path / "checkpoints" / ".last.pt.k3j2h1.tmp",
+        tmp_path / ".metrics.json.abc123.tmp",
+    ]
+    for orphan in orphans:
+        orphan.write_bytes(b"half a checkpoint")
+    with pytest.raises(RunFolderError):  # a refused start removes nothing
+        train(compose_config([*QUICK, "seed=9"]), tmp_path)
+    assert all(orphan.exists() for orphan in orphans)
+    train(compose_config(QUICK), tmp_path)
+    assert not any(orphan.exists() for orphan in orphans)
+    assert "removed .last.pt.k3j2h1.tmp" in (tmp_path / "train.log").read_text()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_written_files_follow_the_umask(tmp_path: Path, umask: int) -> None:
+    previous = os.umask(umask)
+    try:
+        save_checkpoint({"value": torch.ones(1)}, tmp_path / "last.pt")
+        write_json({"status": "finished"}, tmp_path / "metrics.json")
+        with atomic_file(tmp_path / "per_example.h5") as temporary:
+            temporary.write_bytes(b"data")
+    finally:
+        os.umask(previous)
+    for name in ("last.pt", "metrics.json", "per_example.h5"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o666 & ~umask, name
+
+
+# ---------------------------------------------------------------- vgp-eval adds, never replaces
+
+
+def test_vgp_eval_adds_evaluations_and_the_report_uses_the_most_precise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    run_dir = tmp_path / "run"
+    train(compose_config(TINY), run_dir)
+    recorded = metrics_of(run_dir)["test"]
+    monkeypatch.chdir(tmp_path)
+    last = str(run_dir / "checkpoints" / "last.pt")
+    quick = evaluate_checkpoint(last, OmegaConf.create({"is_samples": 2, "subset": 5}), "cpu")
+    precise = evaluate_checkpoint(last, OmegaConf.create({"is_samples": 16}), "cpu")
+    metrics = metrics_of(run_dir)
+    assert metrics["test"] == recorded  # the run's own result is never replaced
+    assert [e["is_samples"] for e in metrics["evaluations"]] == [2, 16]
+    assert quick["n_examples"] == 5 and precise["n_examples"] == 16
+    assert all(e["step"] == 8 and e["run_steps"] == 8 for e in metrics["evaluations"])
+    log = (run_dir / "eval.log").read_text()
+    assert "evaluating" in log and "result" in log
+    assert not list(tmp_path.glob("*.log"))  # nothing in the current folder
+    chosen = report.load_run(run_dir)
+    assert isinstance(chosen, report.Run)
+    assert chosen.metrics["test"]["is_samples"] == 16 and chosen.evaluation == "vgp-eval last.pt"
+    assert report.main([str(run_dir)]) == 0
+    table = capsys.readouterr().out
+    assert "| vgp-eval last.pt |" in table
+    # the quick one never wins over a full-test-set evaluation with fewer samples
+    assert (
+        report.chosen_evaluation(
+            {
+                "steps": 8,
+                "dataset": {"split_sizes": {"test": 16}},
+                "test": recorded,
+                "evaluations": [{**quick, "is_samples": 1000}],
+            }
+        )
+        == recorded
+    )
+
+
+def test_a_run_older_than_a_config_key_resumes_when_the_key_keeps_the_old_behaviour(
+    tmp_path: Path,
+) -> None:
+    from vgp_bench.run_folder import RunFolderError, resume_changes
+
+    saved = {"inference": {"name": "vgp", "outputs": "dense"}, "trainer": {"epochs": 5}}
+    same = {"inference": {**saved["inference"], "prior_mean": "zero", "noise_ratio": 0.3}}
+    changes = resume_changes(saved, {**saved, **same}, tmp_path)
+    assert changes["inference.prior_mean"] == [None, "zero"]
+    other = {"inference": {**saved["inference"], "prior_mean": "identity"}}
+    with pytest.raises(RunFolderError, match="prior_mean"):
+        resume_changes(saved, {**saved, **other}, tmp_path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,8 @@ from torch import Tensor
 from torchvision.utils import make_grid
 
 from vgp_bench.blackbox import FAMILIES, FittedFamily, fit
-from vgp_bench.runtime import CONFIG_DIR, build
+from vgp_bench.runtime import CONFIG_DIR, ConfigError, build
+from vgp_bench.settings import check_fit_settings
 from vgp_bench.targets import PlotRange, Target
 
 # Anchor colours of a perceptually ordered dark-to-bright map (sampled from "viridis").
@@ -40,6 +42,7 @@ TITLE_HEIGHT = 34
 
 def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     """Fit every family in `cfg.families` to `cfg.target`; write the PNG and `fit.json`."""
+    check_fit_settings(cfg)
     target: Target = build(cfg.target)
     unknown = [family for family in cfg.families if family not in FAMILIES]
     if unknown:
@@ -204,7 +207,12 @@ def _fit_line(line: str, draw: ImageDraw.ImageDraw, font: Any, width: int) -> st
 
 @hydra.main(config_path=CONFIG_DIR, config_name="fit", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    """Entry point of `vgp-fit`; see `configs/fit.yaml`."""
+    """Entry point of `vgp-fit`; see `configs/fit.yaml`. Settings are checked before fitting."""
+    try:
+        check_fit_settings(cfg)
+    except ConfigError as error:
+        print(f"vgp-fit: error: {error}", file=sys.stderr)
+        sys.exit(1)
     run(cfg, Path(HydraConfig.get().runtime.output_dir))
 
 

@@ -15,9 +15,11 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from vgp_bench.checkpoint import atomic_file
 from vgp_bench.data.base import ImageSplit
 from vgp_bench.estimators import chunked_estimate
 from vgp_bench.models.base import LatentVariableModel
+from vgp_bench.run_folder import one_line_error
 from vgp_bench.runtime import CONFIG_DIR
 
 # An IS estimate may dip below the bound by Monte Carlo noise; flag it past this many nats.
@@ -122,8 +124,8 @@ def estimate_split(
 
 
 def save_per_example(estimate: SplitEstimate, path: str | Path) -> None:
-    """Per-example IS log-likelihood and bound as HDF5 datasets."""
-    with h5py.File(path, "w") as handle:
+    """Per-example IS log-likelihood and bound as HDF5 datasets (written atomically)."""
+    with atomic_file(path) as temporary, h5py.File(temporary, "w") as handle:
         handle.create_dataset("log_likelihood", data=estimate.log_likelihood.numpy())
         handle.create_dataset("bound", data=estimate.bound.numpy())
         if estimate.pareto_k is not None:
@@ -155,14 +157,26 @@ def format_summary(summary: dict[str, Any], label: str = "test") -> str:
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="evaluate")
 def _hydra_main(cfg: DictConfig) -> None:
-    from vgp_bench.train import evaluate_checkpoint  # the trainer owns run folders
+    from vgp_bench.train import USER_ERRORS, EvaluationInterrupted, evaluate_checkpoint
 
+    if OmegaConf.is_missing(cfg, "checkpoint") or not cfg.checkpoint:
+        print(
+            "vgp-eval: error: checkpoint is required: vgp-eval "
+            "checkpoint=outputs/<run>/checkpoints/last.pt",
+            file=sys.stderr,
+        )
+        sys.exit(1)
     try:
         summary = evaluate_checkpoint(
             cfg.checkpoint, cfg.eval, device_name=cfg.device, data_dir=cfg.data_dir
         )
-    except (FileNotFoundError, ValueError, RuntimeError) as error:
-        print(f"vgp-eval: error: {error}", file=sys.stderr)
+    except EvaluationInterrupted as signal_name:
+        print(f"vgp-eval: {signal_name}: stopped; nothing was recorded", file=sys.stderr)
+        sys.exit(130)
+    except Exception as error:
+        text = one_line_error(error, expected=isinstance(error, USER_ERRORS))
+        notes = "; ".join(getattr(error, "__notes__", []))
+        print(f"vgp-eval: error: {text}" + (f" ({notes})" if notes else ""), file=sys.stderr)
         sys.exit(1)
     print(format_summary(summary))
     print(OmegaConf.to_yaml(OmegaConf.create({"test": summary})).strip())

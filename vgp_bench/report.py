@@ -1,11 +1,14 @@
 """`vgp-report`: the paper's Tables 1 and 2 from run folders, next to the paper's numbers.
 
 Every folder under the given paths that holds a `metrics.json` is a run. Finished runs with a
-test-set evaluation go into the tables; every other run is listed under "Not in the tables"
-with its status and error. Runs are pooled over seeds only when their resolved configs are
-the same apart from the top-level `seed` (and machine-specific keys such as `device`), so a
-smoke run never averages with a full one: two such groups of one method get a suffix naming
-the config keys that tell them apart.
+test-set evaluation go into the tables, each with its most precise evaluation (the largest
+number of importance samples on the full test set, from the end of training or a later
+`vgp-eval`); every other run is listed under "Not in the tables" with its status and error.
+Diverged runs (a non-finite result, or one worse than giving every pixel probability 1/2)
+are listed apart, and enter the tables only with --include-diverged. Runs are pooled over
+seeds only when their resolved configs are the same apart from the top-level `seed` (and
+machine-specific keys such as `device`), so a smoke run never averages with a full one: two
+such groups of one method get a suffix naming the config keys that tell them apart.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from vgp_bench.divergence import divergence_reason, is_finite_number, trivial_nll
 from vgp_bench.metrics import family_structure
 from vgp_bench.plots import line_plot
 
@@ -64,6 +68,10 @@ TABLE2_DATASET = "sketch"
 IGNORED_CONFIG_KEYS = frozenset({"seed", "device", "data_dir"})
 IGNORED_CONFIG_SUFFIXES = ("_dir", "_path")
 MISSING = "—"
+# -log p(x) of the model that gives every pixel probability 1/2, for runs that did not record
+# it (`trivial_nll` in metrics.json): D log 2 nats.
+TRIVIAL_NLL = {"mnist": trivial_nll(784)}
+OWN_EVALUATION = "end of training"
 
 
 @dataclass(frozen=True)
@@ -71,8 +79,9 @@ class Run:
     """A finished, evaluated run: its folder, its metrics and its flattened resolved config."""
 
     folder: Path
-    metrics: dict[str, Any]
+    metrics: dict[str, Any]  # `test` is the evaluation the tables use
     config: dict[str, str]
+    evaluation: str = OWN_EVALUATION  # which evaluation that is
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,7 @@ class Excluded:
     folder: Path
     status: str
     reason: str
+    diverged: bool = False
 
 
 @dataclass(frozen=True)
@@ -168,18 +178,67 @@ def one_line(text: Any) -> str:
     return " ".join(str(text).split())
 
 
-def is_finite_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+def evaluation_label(test: dict[str, Any]) -> str:
+    return f"vgp-eval {test['checkpoint']}" if test.get("checkpoint") else OWN_EVALUATION
 
 
-def load_run(folder: Path) -> Run | Excluded:
+def chosen_evaluation(metrics: dict[str, Any]) -> dict[str, Any] | None:
+    """The most precise current test-set evaluation: full test set first, then the most
+    importance samples, then the most examples; the end-of-training one wins ties.
+
+    vgp-eval's evaluations (`evaluations`) count while the run has not trained past them.
+    """
+    steps = metrics.get("steps")
+    candidates = [metrics.get("test")] + [
+        evaluation
+        for evaluation in metrics.get("evaluations") or []
+        if isinstance(evaluation, dict) and evaluation.get("run_steps", steps) == steps
+    ]
+    candidates = [
+        test
+        for test in candidates
+        if isinstance(test, dict) and test.get("split", "test") == "test"
+    ]
+    if not candidates:
+        return None
+    full = ((metrics.get("dataset") or {}).get("split_sizes") or {}).get("test")
+
+    def precision(test: dict[str, Any]) -> tuple:
+        examples = test.get("n_examples")
+        examples = examples if is_finite_number(examples) else 0
+        samples = test.get("is_samples")
+        samples = samples if is_finite_number(samples) else 0
+        return (full is None or examples >= full, samples, examples)
+
+    return max(candidates, key=precision)
+
+
+def diverged(metrics: dict[str, Any], test: dict[str, Any]) -> str | None:
+    """Why the run counts as diverged (judged on the evaluation the tables would use)."""
+    dataset = str((metrics.get("dataset") or {}).get("name"))
+    trivial = metrics.get("trivial_nll", TRIVIAL_NLL.get(dataset))
+    reason = divergence_reason(test, trivial if is_finite_number(trivial) else None)
+    if reason is None and metrics.get("diverged") and test is metrics.get("test"):
+        reason = one_line(metrics.get("diverged_reason"))
+    return f"diverged: {reason}" if reason else None
+
+
+def log_hint(folder: Path) -> str:
+    """Where to look for what happened: the folder's non-empty logs, if any."""
+    logs = sorted(path.name for path in folder.glob("*.log") if path.stat().st_size > 0)
+    if logs:
+        return f"see {', '.join(logs)} in its folder"
+    return "it left no log"
+
+
+def load_run(folder: Path, include_diverged: bool = False) -> Run | Excluded:
     """Read one run folder; anything that cannot go into a table comes back as Excluded."""
     if not (folder / "metrics.json").exists():
         return Excluded(
             folder,
             "no metrics",
             "no metrics.json: the run stopped before training started "
-            "(or is starting now); see the .log file in its folder",
+            f"(or is starting now); {log_hint(folder)}",
         )
     try:
         metrics = json.loads((folder / "metrics.json").read_text())
@@ -192,16 +251,17 @@ def load_run(folder: Path) -> Run | Excluded:
         error = metrics.get("error")
         reason = one_line(error) if error else f"run is {status}, not finished"
         return Excluded(folder, status, reason)
-    test = metrics.get("test")
-    if not isinstance(test, dict):
+    test = chosen_evaluation(metrics)
+    if test is None:
         return Excluded(folder, status, "no test-set evaluation; run vgp-eval on its checkpoint")
-    for key in ("nll", "bound_nll"):
-        if not is_finite_number(test.get(key)):
-            return Excluded(folder, status, f"test.{key} is {test.get(key)!r}, not a number")
+    why_diverged = diverged(metrics, test)
+    finite = all(is_finite_number(test.get(key)) for key in ("nll", "bound_nll"))
+    if why_diverged and not (include_diverged and finite):
+        return Excluded(folder, "diverged", why_diverged, diverged=True)
     for key in ("model", "inference"):
         if not metrics.get(key):
             return Excluded(folder, status, f"metrics.json has no {key!r}")
-    return Run(folder, metrics, read_config(folder))
+    return Run(folder, {**metrics, "test": test}, read_config(folder), evaluation_label(test))
 
 
 def structure_of(folder: Path, metrics: dict[str, Any]) -> str | None:
@@ -390,7 +450,7 @@ def likelihood_table(
     headers = ["method", "seeds", "-log p(x) (IS)", "bound"]
     if show_paper:
         headers += ["paper (≤)", "Δ IS", "Δ bound"]
-    headers += ["data", "S", "K", "test N"]
+    headers += ["data", "S", "K", "test N", "evaluation"]
     settings = sorted(groups, key=sort_key)
     suffixes = distinguishing_suffixes(settings, table2=False)
     rows, records, any_below = [], [], False
@@ -415,11 +475,13 @@ def likelihood_table(
                 format_difference(nll, paper),
                 format_difference(bound, paper),
             ]
+        evaluations = ", ".join(sorted({run.evaluation for run in runs}))
         row += [
             format_data(setting),
             str(setting.is_samples),
             str(setting.aux_samples),
             str(setting.test_examples),
+            evaluations,
         ]
         rows.append(row)
         for quantity, value in (("nll", nll), ("bound_nll", bound)):
@@ -436,6 +498,7 @@ def likelihood_table(
                     stderr_over="seeds" if value.n > 1 else "test images",
                     paper="" if paper is None else paper,
                     difference="" if paper is None else value.mean - paper,
+                    evaluation=evaluations,
                 )
             )
     notes = [
@@ -445,7 +508,9 @@ def likelihood_table(
         SPREAD_NOTE,
         "data: binarization of the images (fixed = one Bernoulli draw, dynamic = a fresh draw "
         "every epoch), and train+valid when the validation set was merged into training. "
-        "test N: test images evaluated.",
+        "test N: test images evaluated. evaluation: each run's most precise test-set "
+        "evaluation (the full test set first, then the largest S), made at the end of "
+        "training or later by vgp-eval on the checkpoint named.",
     ]
     if show_paper:
         notes.append(
@@ -687,12 +752,14 @@ def sketch_table(
     return Table("Table 2: Sketch", headers, rows, notes), records
 
 
-def excluded_table(excluded: Sequence[Excluded]) -> tuple[Table, list[dict[str, Any]]]:
-    """The runs in no table, with folder, status and error."""
+def excluded_table(
+    excluded: Sequence[Excluded], diverged: bool = False
+) -> tuple[Table, list[dict[str, Any]]]:
+    """The runs in no table (or the diverged ones), with folder, status and error."""
     rows = [[display_folder(run.folder), run.status, run.reason] for run in excluded]
     records = [
         record(
-            "not_in_tables",
+            "diverged" if diverged else "not_in_tables",
             "",
             None,
             [],
@@ -702,11 +769,20 @@ def excluded_table(excluded: Sequence[Excluded]) -> tuple[Table, list[dict[str, 
         )
         for run in excluded
     ]
-    notes = [
-        "Unfinished (running, interrupted), failed, unevaluated or unreadable runs, and "
-        "Hydra run folders without metrics.json."
-    ]
-    return Table("Not in the tables", ["folder", "status", "error"], rows, notes), records
+    if diverged:
+        notes = [
+            "Finished runs whose test result is not finite or worse than the model that gives "
+            "every pixel probability 1/2 (D log 2 nats); --include-diverged puts the finite "
+            "ones in the tables."
+        ]
+        title = "Diverged runs (not in the tables)"
+    else:
+        notes = [
+            "Unfinished (running, interrupted), failed, unevaluated or unreadable runs, and "
+            "Hydra run folders without metrics.json."
+        ]
+        title = "Not in the tables"
+    return Table(title, ["folder", "status", "error"], rows, notes), records
 
 
 # ---------------------------------------------------------------- rendering
@@ -801,6 +877,7 @@ CSV_FIELDS = [
     "folder",
     "status",
     "error",
+    "evaluation",
 ]
 
 
@@ -860,12 +937,17 @@ def write_curves(folders: Sequence[Path], path: Path, skip_epochs: int = 5) -> i
 # ---------------------------------------------------------------- command line
 
 
-def build_report(folders: Sequence[Path], with_paper: bool) -> tuple[list[Table], list[dict]]:
-    """All tables (MNIST, Sketch, other datasets, not-in-tables) for the given run folders."""
-    runs, excluded = [], []
+def build_report(
+    folders: Sequence[Path], with_paper: bool, include_diverged: bool = False
+) -> tuple[list[Table], list[dict]]:
+    """All tables (MNIST, Sketch, other datasets, not-in-tables, diverged) for the folders."""
+    runs, excluded, diverged = [], [], []
     for folder in folders:
-        loaded = load_run(folder)
-        (runs if isinstance(loaded, Run) else excluded).append(loaded)
+        loaded = load_run(folder, include_diverged)
+        if isinstance(loaded, Run):
+            runs.append(loaded)
+        else:
+            (diverged if loaded.diverged else excluded).append(loaded)
     by_dataset: dict[str, dict[Setting, list[Run]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
         setting = setting_of(run)
@@ -888,6 +970,10 @@ def build_report(folders: Sequence[Path], with_paper: bool) -> tuple[list[Table]
         table, rows = excluded_table(excluded)
         tables.append(table)
         records += rows
+    if diverged:
+        table, rows = excluded_table(diverged, diverged=True)
+        tables.append(table)
+        records += rows
     return tables, records
 
 
@@ -906,6 +992,11 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         type=Path,
         metavar="PNG",
         help="also write the validation-bound curves of every run (finished or not) to PNG",
+    )
+    parser.add_argument(
+        "--include-diverged",
+        action="store_true",
+        help="put diverged runs with finite results in the tables (default: listed apart)",
     )
     parser.add_argument(
         "--paper",
@@ -939,13 +1030,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             "vgp-train, or pass the folders that hold the runs"
         )
         return 0
-    tables, records = build_report(folders, args.paper)
+    tables, records = build_report(folders, args.paper, args.include_diverged)
     if args.curves is not None and not write_curves(folders, args.curves):
         print(f"vgp-report: no validation history to plot in {args.curves}", file=sys.stderr)
     n_excluded = sum(1 for entry in records if entry["table"] == "not_in_tables")
+    n_diverged = sum(1 for entry in records if entry["table"] == "diverged")
     header = (
-        f"{len(folders)} run folders under {searched}: {len(folders) - n_excluded} in the "
-        f"tables, {n_excluded} not."
+        f"{len(folders)} run folders under {searched}: "
+        f"{len(folders) - n_excluded - n_diverged} in the tables, {n_excluded} not"
+        + (f", {n_diverged} diverged." if n_diverged else ".")
     )
     if args.format == "markdown":
         sys.stdout.write(render_markdown(tables, header))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import signal
@@ -12,6 +13,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +31,24 @@ from vgp_bench.checkpoint import load_checkpoint, save_checkpoint, write_json
 from vgp_bench.data.base import CorruptDataError, DatasetBundle, ImageSplit, MissingDataError
 from vgp_bench.diagnostics import auxiliary_gap, head_diagnostics
 from vgp_bench.distributed import DistributedContext, init_distributed, shutdown_distributed
+from vgp_bench.divergence import divergence_reason, trivial_nll
 from vgp_bench.evaluate import estimate_split, format_summary, save_per_example
 from vgp_bench.images import reconstruction_pairs, save_grid
 from vgp_bench.inference.base import build_heads
 from vgp_bench.metrics import family_structure
 from vgp_bench.models.base import LatentVariableModel
+from vgp_bench.run_folder import (
+    RunFolderError,
+    check_fresh_start,
+    claimed,
+    clear_orphans,
+    log_failure,
+    move_aside,
+    one_line_error,
+    refuse_if_locked,
+    resume_changes,
+    run_logger,
+)
 from vgp_bench.runtime import (
     CONFIG_DIR,
     ConfigError,
@@ -44,14 +59,53 @@ from vgp_bench.runtime import (
     resolve_device,
 )
 from vgp_bench.schedules import StepSizeSchedule
+from vgp_bench.settings import check_eval_settings, check_train_settings
 
-# Keys that may change between an interrupted run and its resumption.
-RESUMABLE_CHANGES = ("trainer", "eval", "device", "data_dir", "experiment_name")
 USER_ERRORS = (ConfigError, MissingDataError, CorruptDataError, FileNotFoundError, ValueError)
 
 
 class NonFiniteTrainingError(RuntimeError):
     """Too many non-finite bounds in a row."""
+
+
+class EvaluationInterrupted(BaseException):
+    """A stop signal during an evaluation: it is abandoned at once, and a rerun redoes it."""
+
+
+@dataclass
+class StopRequest:
+    """What the SIGINT/SIGTERM handler recorded; during an evaluation it raises instead."""
+
+    signal: int | None = None
+    evaluating: bool = False
+
+    def __bool__(self) -> bool:
+        return self.signal is not None
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signal or signal.SIGTERM).name
+
+
+@contextmanager
+def interruptible(request: StopRequest) -> Iterator[None]:
+    """Inside, a stop signal abandons the work at once (raising EvaluationInterrupted)."""
+    if request:
+        raise EvaluationInterrupted(request.name)
+    request.evaluating = True
+    try:
+        yield
+    finally:
+        request.evaluating = False
+
+
+@dataclass
+class RunPlan:
+    """What a start does to its run folder, decided before anything is written."""
+
+    checkpoint: dict[str, Any] | None = None  # to resume from
+    changes: dict[str, list[Any]] = field(default_factory=dict)  # accepted config changes
+    move_to: Path | None = None  # where the folder's old run goes first
 
 
 @dataclass
@@ -85,6 +139,7 @@ class RunState:
     eval_at_epochs: dict[str, dict[str, Any]] = field(default_factory=dict)
     epoch_bound_sum: float = 0.0  # training bounds summed over this epoch's finite steps
     epoch_bound_count: int = 0
+    epoch_end_pending: bool = False  # an epoch ended but its validation/images are not done
 
 
 class BoundObjective(nn.Module):
@@ -142,14 +197,63 @@ def build_components(
     return Components(data.to(device), model, heads, optimizer, schedule, device)
 
 
-def check_same_run(saved: dict[str, Any], current: dict[str, Any], run_dir: Path) -> None:
-    """Refuse to resume a run folder whose run was made with another model/data/inference."""
-    for key in sorted(set(saved) | set(current)):
-        if key not in RESUMABLE_CHANGES and saved.get(key) != current.get(key):
-            raise ConfigError(
-                f"{run_dir} holds a run with a different '{key}' config; resume it with the "
-                "same settings, choose another hydra.run.dir, or pass trainer.resume=false"
+def plan_run(cfg: DictConfig, run_dir: Path, total_shards: int, holding_lock: bool) -> RunPlan:
+    """Decide how a start treats `run_dir`, or refuse; reads the folder and writes nothing.
+
+    Refused: a folder another process holds; a resume whose config differs in a key that
+    changes what the run computes, or whose data shards differ; any start that would
+    overwrite a run (see `check_fresh_start`).
+    """
+    if not holding_lock:
+        refuse_if_locked(run_dir)
+    current = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(current, dict)
+    trainer = cfg.trainer
+    last = run_dir / "checkpoints" / "last.pt"
+    if trainer.resume and last.exists():
+        checkpoint = load_checkpoint(last, map_location="cpu")
+        changes = resume_changes(checkpoint["config"], current, run_dir)
+        saved_shards = len(checkpoint["generators"])
+        if saved_shards != total_shards:
+            raise RunFolderError(
+                f"{last} was written with {saved_shards} data shards (ranks x "
+                f"trainer.micro_batches) but this run has {total_shards}; resume with the "
+                "same number of processes and micro-batches"
             )
+        return RunPlan(checkpoint, changes)
+    saved_config = run_dir / "config.yaml"
+    if trainer.resume and saved_config.is_file() and not any(run_dir.glob("checkpoints/*.pt")):
+        # an attempt that stopped before its first checkpoint: nothing to lose by restarting
+        # it, as long as it is the same run
+        saved = OmegaConf.to_container(OmegaConf.load(saved_config), resolve=True)
+        assert isinstance(saved, dict)
+        resume_changes(saved, current, run_dir)
+        return RunPlan()
+    move_to = check_fresh_start(run_dir, bool(trainer.resume), bool(trainer.get("move_aside")))
+    return RunPlan(move_to=move_to)
+
+
+def agreed(context: DistributedContext, decide: Callable[[], Any]) -> Any:
+    """Run `decide` on rank 0; a refusal there is raised on every rank (the others get None)."""
+    result, refusal = None, None
+    if context.is_main:
+        try:
+            result = decide()
+        except Exception as error:  # the other ranks must hear of it, or they wait forever
+            refusal = error
+    message = context.broadcast_object(None if refusal is None else str(refusal))
+    if refusal is not None:
+        raise refusal
+    if message is not None:
+        raise RunFolderError(message)
+    return result
+
+
+def divergence(test: dict[str, Any] | None, x_shape: tuple[int, ...]) -> dict[str, Any]:
+    """What metrics.json records about divergence (see vgp_bench.divergence)."""
+    trivial = trivial_nll(math.prod(x_shape))
+    reason = divergence_reason(test, trivial) if test is not None else None
+    return {"trivial_nll": trivial, "diverged": reason is not None, "diverged_reason": reason}
 
 
 def describe_run(cfg: DictConfig, data: DatasetBundle) -> dict[str, Any]:
@@ -177,13 +281,17 @@ def shard_seed(seed: int, shard: int) -> int:
 
 
 @contextmanager
-def stop_signals() -> Iterator[dict[str, int]]:
-    """Turn SIGINT/SIGTERM into a request to checkpoint and stop after the current step."""
-    request: dict[str, int] = {}
+def stop_signals() -> Iterator[StopRequest]:
+    """Turn SIGINT/SIGTERM into a request to checkpoint and stop after the current step;
+    inside `interruptible` (evaluations) the work is abandoned at once."""
+    request = StopRequest()
     previous = {}
 
     def handler(signum: int, _frame: Any) -> None:
-        request["signal"] = signum
+        request.signal = signum
+        if request.evaluating:
+            request.evaluating = False  # one raise, even if the signal comes again
+            raise EvaluationInterrupted(request.name)
 
     try:
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -310,19 +418,19 @@ class Trainer:
         run_dir: str | Path,
         parts: Components,
         context: DistributedContext | None = None,
+        hydra_files: dict[str, Any] | None = None,
     ) -> None:
+        check_train_settings(cfg)
+        split = str(cfg.eval.split)
+        if split not in ("train", "valid", "test") or getattr(parts.data, split, None) is None:
+            raise ConfigError(f"eval.split={split} does not exist for this dataset")
         self.cfg = cfg
         self.trainer_cfg = cfg.trainer
         self.run_dir = Path(run_dir)
         self.parts = parts
         self.context = context or DistributedContext()
+        self.hydra_files = hydra_files or {}  # written into .hydra/ once the run may start
         self.shards_per_rank = int(cfg.trainer.micro_batches)
-        if self.shards_per_rank < 1:
-            raise ConfigError("trainer.micro_batches must be >= 1")
-        if str(cfg.trainer.precision) not in ("fp32", "bf16"):
-            raise ConfigError(
-                f"trainer.precision must be fp32 or bf16, got {cfg.trainer.precision!r}"
-            )
         self.total_shards = self.context.world_size * self.shards_per_rank
         first_shard = self.context.rank * self.shards_per_rank
         self.local_shards = list(range(first_shard, first_shard + self.shards_per_rank))
@@ -337,6 +445,9 @@ class Trainer:
         self.epoch_bound_sum = torch.zeros((), device=parts.device)  # folded into state on save
         self.objective: Callable[..., Any] = BoundObjective(parts.model, parts.heads)
         self.ddp: DistributedDataParallel | None = None
+        self.stop_request = StopRequest()
+        self.log = run_logger()
+        self.nonfinite_cause: str | None = None  # why the latest skipped step was skipped
 
     # -- set-up ------------------------------------------------------------------------------
     def prepare_objective(self) -> None:
@@ -408,21 +519,21 @@ class Trainer:
         )
         write_json(self.metrics, self.run_dir / "metrics.json")
 
-    def resume_if_possible(self) -> bool:
-        path = self.checkpoint_dir / "last.pt"
-        if not (self.trainer_cfg.resume and path.exists()):
-            return False
-        checkpoint = load_checkpoint(path, map_location="cpu")
-        current = OmegaConf.to_container(self.cfg, resolve=True)
-        assert isinstance(current, dict)
-        check_same_run(checkpoint["config"], current, self.run_dir)
+    def plan(self) -> RunPlan:
+        """`plan_run` on rank 0, its refusal on every rank; the checkpoint loaded everywhere."""
+        plan = agreed(
+            self.context, lambda: plan_run(self.cfg, self.run_dir, self.total_shards, True)
+        )
+        resume = self.context.broadcast_object(plan is not None and plan.checkpoint is not None)
+        if not self.context.is_main:
+            last = self.checkpoint_dir / "last.pt"
+            plan = RunPlan(load_checkpoint(last, map_location="cpu") if resume else None)
+        assert plan is not None
+        return plan
+
+    def resume(self, checkpoint: dict[str, Any]) -> None:
+        """Load parameters, optimizer, generators and loop state from `checkpoint`."""
         states = checkpoint["generators"]
-        if len(states) != self.total_shards:
-            raise ConfigError(
-                f"{path} was written with {len(states)} data shards (ranks x "
-                f"trainer.micro_batches) but this run has {self.total_shards}; resume with the "
-                "same number of processes and micro-batches"
-            )
         parts = self.parts
         parts.model.load_state_dict(checkpoint["model"])
         parts.heads.load_state_dict(checkpoint["heads"])
@@ -431,7 +542,6 @@ class Trainer:
             generator.set_state(states[shard])
         self.state = RunState(**checkpoint["state"])
         parts.schedule.apply(self.state.step)
-        return True
 
     # -- the loop ----------------------------------------------------------------------------
     def finished_training(self) -> bool:
@@ -449,15 +559,26 @@ class Trainer:
         """
         parts, cfg = self.parts, self.trainer_cfg
         parts.optimizer.zero_grad(set_to_none=True)
-        if self.total_shards == 1:  # the common case, without shard bookkeeping
-            generator = self.generators[0]
-            x = parts.data.train.gather(indices, generator)
-            with self.autocast():
-                bound, terms = self.objective(x, int(cfg.n_samples), generator, with_terms)
-            (-bound).backward()
-            bound = bound.detach().float()
-        else:
-            bound, terms = self.sharded_backward(indices, with_terms)
+        try:
+            if self.total_shards == 1:  # the common case, without shard bookkeeping
+                generator = self.generators[0]
+                x = parts.data.train.gather(indices, generator)
+                with self.autocast():
+                    bound, terms = self.objective(x, int(cfg.n_samples), generator, with_terms)
+                (-bound).backward()
+                bound = bound.detach().float()
+            else:
+                bound, terms = self.sharded_backward(indices, with_terms)
+            self.nonfinite_cause = None
+        except torch.linalg.LinAlgError as error:
+            # a Cholesky that failed even at the largest jitter: a non-finite step like any
+            # other (skipped, counted, the run stopped after trainer.max_nonfinite in a row).
+            # Under DDP the other ranks are inside the collective of this step: fail instead.
+            if self.context.enabled:
+                raise
+            parts.optimizer.zero_grad(set_to_none=True)
+            self.nonfinite_cause = " ".join(str(error).split())
+            bound, terms = torch.full((), math.nan, device=parts.device), {}
         finite_tensor = torch.isfinite(bound)
         if cfg.grad_clip or cfg.check_gradients or with_terms:  # one more pass over gradients
             grad_norm = self.gradient_norm()
@@ -530,7 +651,7 @@ class Trainer:
             for name, value in (getattr(head, "last_extras", None) or {}).items():
                 self.writer.add_scalar(f"heads/{site}/{name}", float(value), self.state.step)
 
-    def run_epoch(self, stop_request: dict[str, int], bar: tqdm) -> tuple[bool, bool]:
+    def run_epoch(self, stop_request: StopRequest, bar: tqdm) -> tuple[bool, bool]:
         """Train to the end of the epoch: (epoch completed, stop agreed by every rank)."""
         cfg = self.trainer_cfg
         train_split = self.parts.data.train
@@ -587,53 +708,68 @@ class Trainer:
             "health/nonfinite_skipped", self.state.nonfinite_total, self.state.step
         )
         limit = int(self.trainer_cfg.max_nonfinite)
+        cause = f" ({self.nonfinite_cause})" if self.nonfinite_cause else ""
+        self.log.warning("step %d skipped: non-finite bound or gradient%s", self.state.step, cause)
         if self.state.nonfinite_in_row >= limit:
             raise NonFiniteTrainingError(
                 f"the bound or its gradient was NaN/Inf for {limit} steps in a row (step "
-                f"{self.state.step}); the last good checkpoint is "
+                f"{self.state.step}){cause}; the last good checkpoint is "
                 f"{self.checkpoint_dir / 'last.pt'}; lower optim.optimizer.lr or set "
                 "trainer.grad_clip"
             )
 
     def end_of_epoch(self) -> None:
+        """Validation, best.pt, test bound at chosen epochs, images; then the history record.
+
+        A stop signal abandons this at once; the checkpoint then says it is pending, and the
+        resumed run does it first (it draws no training noise, so resume stays exact).
+        """
         cfg, parts, epoch = self.trainer_cfg, self.parts, self.state.epoch
         record: dict[str, Any] = {"epoch": epoch, "step": self.state.step}
         self.fold_epoch_bound()
         if self.state.epoch_bound_count:
             record["train_bound"] = self.state.epoch_bound_sum / self.state.epoch_bound_count
             self.writer.add_scalar("train/epoch_bound", record["train_bound"], self.state.step)
-        self.state.epoch_bound_sum, self.state.epoch_bound_count = 0.0, 0
-        if parts.data.valid is not None and cfg.valid_samples:
-            summary = evaluate_components(
-                parts,
-                self.cfg.eval,
-                int(cfg.valid_samples),
-                self.context,
-                split_name="valid",
-                subset=cfg.valid_subset or 0,
-            )
-            record["valid_bound"] = -summary["bound_nll"]
-            self.writer.add_scalar("valid/bound", record["valid_bound"], self.state.step)
-            if record["valid_bound"] > self.state.best_valid_bound:
-                self.state.best_valid_bound = record["valid_bound"]
-                self.save("best.pt")
-        if cfg.diagnostics_examples and parts.data.valid is not None and self.context.is_main:
-            record.update(self.head_diagnostics(int(cfg.diagnostics_examples)))
-        if epoch in [int(e) for e in cfg.eval_at_epochs]:
-            summary = evaluate_components(
-                parts, self.cfg.eval, int(self.cfg.eval.epoch_is_samples), self.context
-            )
-            self.state.eval_at_epochs[str(epoch)] = {
-                "test_bound_nll": summary["bound_nll"],
-                "test_bound_nll_stderr": summary["bound_nll_stderr"],
-                "test_nll": summary["nll"],
-                "is_samples": summary["is_samples"],
-                "n_examples": summary["n_examples"],
-            }
-            self.writer.add_scalar("test/bound_nll", summary["bound_nll"], self.state.step)
+        with interruptible(self.stop_request):
+            if parts.data.valid is not None and cfg.valid_samples:
+                summary = evaluate_components(
+                    parts,
+                    self.cfg.eval,
+                    int(cfg.valid_samples),
+                    self.context,
+                    split_name="valid",
+                    subset=cfg.valid_subset or 0,
+                )
+                record["valid_bound"] = -summary["bound_nll"]
+                self.writer.add_scalar("valid/bound", record["valid_bound"], self.state.step)
+                if record["valid_bound"] > self.state.best_valid_bound:
+                    self.save("best.pt")
+                    self.state.best_valid_bound = record["valid_bound"]
+            if cfg.diagnostics_examples and parts.data.valid is not None and self.context.is_main:
+                record.update(self.head_diagnostics(int(cfg.diagnostics_examples)))
+            if epoch in [int(e) for e in cfg.eval_at_epochs]:
+                summary = evaluate_components(
+                    parts, self.cfg.eval, int(self.cfg.eval.epoch_is_samples), self.context
+                )
+                self.state.eval_at_epochs[str(epoch)] = {
+                    "test_bound_nll": summary["bound_nll"],
+                    "test_bound_nll_stderr": summary["bound_nll_stderr"],
+                    "test_nll": summary["nll"],
+                    "is_samples": summary["is_samples"],
+                    "n_examples": summary["n_examples"],
+                }
+                self.writer.add_scalar("test/bound_nll", summary["bound_nll"], self.state.step)
+            if cfg.image_every and epoch % int(cfg.image_every) == 0 and self.context.is_main:
+                self.save_images()
         self.state.history.append(record)
-        if cfg.image_every and epoch % int(cfg.image_every) == 0 and self.context.is_main:
-            self.save_images()
+        self.state.epoch_bound_sum, self.state.epoch_bound_count = 0.0, 0
+        self.state.epoch_end_pending = False
+        self.log.info(
+            "epoch %d (step %d): %s",
+            epoch,
+            self.state.step,
+            ", ".join(f"{k} {v:.3f}" for k, v in record.items() if k.endswith("bound")),
+        )
 
     def head_diagnostics(self, count: int) -> dict[str, float]:
         """The heads' own statistics (the VGP's warp share) on the first `count` validation
@@ -676,88 +812,169 @@ class Trainer:
         return total if cfg.max_steps is None else min(total, int(cfg.max_steps))
 
     def fit(self) -> dict[str, Any]:
-        """Train (resuming when the run folder holds a checkpoint), then evaluate on test."""
-        with stop_signals() as stop_request:
-            return self._fit(stop_request)
+        """Train (resuming when the run folder holds a checkpoint), then evaluate on test.
 
-    def _fit(self, stop_request: dict[str, int]) -> dict[str, Any]:
+        Rank 0 holds the run folder's lock throughout and logs into its train.log; a start
+        that is refused (see `plan_run`) changes nothing in the folder.
+        """
+        claim = (
+            claimed(self.run_dir, "vgp-train") if self.context.is_main else nullcontext(self.log)
+        )
+        with claim as log, stop_signals() as stop_request:
+            self.log, self.stop_request = log, stop_request
+            return self._fit()
+
+    def _fit(self) -> dict[str, Any]:
+        plan = self.plan()
+        main = self.context.is_main
+        previous = self.run_dir / "metrics.json"
+        if main and plan.move_to is not None:
+            move_aside(self.run_dir, plan.move_to)
+            print(f"vgp-train: moved the folder's previous run to {plan.move_to}", file=sys.stderr)
+            self.log.info("moved the folder's previous run to %s", plan.move_to)
+        if main:
+            clear_orphans(self.run_dir, self.log)
+        self.metrics = {}
+        if main and plan.checkpoint is not None and previous.exists():
+            self.metrics = json.loads(previous.read_text())
+        try:
+            return self._run(plan)
+        except EvaluationInterrupted:
+            self.save()
+            self.write_metrics("interrupted")
+            self.report_stop()
+            return self.metrics
+        except BaseException as error:
+            expected = isinstance(error, (*USER_ERRORS, NonFiniteTrainingError))
+            error_text = log_failure(self.log, error, expected)
+            if main:
+                self.write_metrics("failed", error_text)
+                error.add_note(f"traceback in {self.run_dir / 'train.log'}")
+            raise
+        finally:
+            self.writer.close()
+
+    def report_stop(self) -> None:
+        message = (
+            f"{self.stop_request.name}: checkpoint saved in {self.checkpoint_dir}; run the same "
+            "command again to resume"
+        )
+        self.log.info(message)
+        if self.context.is_main:
+            print(f"vgp-train: {message}", file=sys.stderr)
+
+    def _run(self, plan: RunPlan) -> dict[str, Any]:
         cfg = self.trainer_cfg
         main = self.context.is_main
-        if main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-        resumed = self.resume_if_possible()
+        if plan.checkpoint is not None:
+            self.resume(plan.checkpoint)
         self.prepare_objective()
-        self.metrics = describe_run(self.cfg, self.parts.data)
-        previous = self.run_dir / "metrics.json"
-        if resumed and previous.exists():
-            self.metrics = {**json.loads(previous.read_text()), **self.metrics}
+        self.metrics.update(describe_run(self.cfg, self.parts.data))
+        if plan.changes:
+            self.metrics.setdefault("resume_changes", []).append(
+                {"step": self.state.step, "changes": plan.changes}
+            )
+        self.log.info(
+            "%s at step %d in %s%s",
+            "resumed" if plan.checkpoint is not None else "started",
+            self.state.step,
+            self.run_dir,
+            f"; changed: {plan.changes}" if plan.changes else "",
+        )
         if main:
+            self.write_hydra_files()
             OmegaConf.save(self.cfg, self.run_dir / "config.yaml", resolve=True)
             self.writer = SummaryWriter(str(self.run_dir / "tensorboard"))
         self.write_metrics("running")
         steps_before = self.state.step
-        try:
-            with tqdm(
-                total=self.steps_planned(),
-                initial=self.state.step,
-                desc="train",
-                unit="step",
-                disable=not (cfg.progress and main),
-                dynamic_ncols=True,
-            ) as bar:
-                while not self.finished_training():
-                    started = time.perf_counter()
-                    completed, stop = self.run_epoch(stop_request, bar)
-                    self.state.wall_time_s += time.perf_counter() - started
-                    if stop:
-                        self.save()
-                        self.write_metrics("interrupted")
-                        if main:
-                            name = signal.Signals(stop_request.get("signal", signal.SIGTERM)).name
-                            print(
-                                f"vgp-train: {name}: checkpoint saved in {self.checkpoint_dir}; "
-                                "run the same command again to resume",
-                                file=sys.stderr,
-                            )
-                        return self.metrics
-                    if completed:
-                        self.end_of_epoch()
+        with tqdm(
+            total=self.steps_planned(),
+            initial=self.state.step,
+            desc="train",
+            unit="step",
+            disable=not (cfg.progress and main),
+            dynamic_ncols=True,
+        ) as bar:
+            if self.state.epoch_end_pending:  # stopped during its validation: do it now
+                self.end_of_epoch()
+                self.save()
+            while not self.finished_training():
+                started = time.perf_counter()
+                completed, stop = self.run_epoch(self.stop_request, bar)
+                self.state.wall_time_s += time.perf_counter() - started
+                if stop:
                     self.save()
-                    self.write_metrics("running")
-            trained = self.state.step > steps_before
+                    self.write_metrics("interrupted")
+                    self.report_stop()
+                    return self.metrics
+                if completed:
+                    self.state.epoch_end_pending = True
+                    self.end_of_epoch()
+                self.save()
+                self.write_metrics("running")
+        trained = self.state.step > steps_before
+        with interruptible(self.stop_request):
             if trained and main and cfg.image_every and not (self.run_dir / "samples.png").exists():
                 self.save_images()  # a run stopped by max_steps inside its first epoch
-            if self.cfg.eval.at_end and (trained or "test" not in self.metrics):
-                self.metrics["test"] = evaluate_components(
+            test = self.metrics.get("test")
+            step = self.state.step
+            current = isinstance(test, dict) and test.get("step", step) == step
+            if self.cfg.eval.at_end and (trained or not current):
+                self.log.info("evaluating on %s, %d samples", self.cfg.eval.split, self.is_samples)
+                summary = evaluate_components(
                     self.parts,
                     self.cfg.eval,
-                    int(self.cfg.eval.is_samples),
+                    self.is_samples,
                     self.context,
                     progress=bool(cfg.progress),
                     run_dir=self.run_dir,
                     with_diagnostics=True,
                 )
-            self.write_metrics("finished")
-        except NonFiniteTrainingError as error:
-            self.write_metrics("failed", str(error))
-            raise
-        finally:
-            self.writer.close()
+                self.metrics["test"] = {**summary, "step": self.state.step}
+        self.metrics.update(divergence(self.metrics.get("test"), self.parts.data.x_shape))
+        if self.metrics["diverged"]:
+            self.log.warning("diverged: %s", self.metrics["diverged_reason"])
+        self.write_metrics("finished")
+        self.log.info("finished at step %d", self.state.step)
         return self.metrics
 
+    @property
+    def is_samples(self) -> int:
+        return int(self.cfg.eval.is_samples)
 
-def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
+    def write_hydra_files(self) -> None:
+        """Hydra's .hydra/ record of the run, written only once the run may start."""
+        for name, node in self.hydra_files.items():
+            path = self.run_dir / ".hydra" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(OmegaConf.to_yaml(node))
+
+
+def train(
+    cfg: DictConfig, run_dir: str | Path, hydra_files: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Train and evaluate one run in `run_dir`; returns the metrics also written to metrics.json.
 
-    Under torchrun every rank calls this; rank 0's run folder is used by all.
+    Every setting is checked, and the folder found fit for this run (see `plan_run`), before
+    anything is loaded or written. Under torchrun every rank calls this; rank 0's run folder
+    is used by all.
     """
+    check_train_settings(cfg)
     context = init_distributed(cfg.trainer.get("ddp_backend"))
     try:
-        run_dir = context.broadcast_object(str(run_dir))
+        run_dir = Path(context.broadcast_object(str(run_dir)))
+        total_shards = context.world_size * int(cfg.trainer.micro_batches)
+        agreed(context, lambda: plan_run(cfg, run_dir, total_shards, False))  # refuse early
         parts = build_components(cfg, context=context)
-        return Trainer(cfg, run_dir, parts, context).fit()
+        return Trainer(cfg, run_dir, parts, context, hydra_files).fit()
     finally:
         shutdown_distributed(context)
+
+
+def run_folder_of(checkpoint: Path) -> Path:
+    """The run folder of `<run>/checkpoints/x.pt`, else the checkpoint's own folder."""
+    parent = checkpoint.parent
+    return parent.parent if parent.name == "checkpoints" else parent
 
 
 def evaluate_checkpoint(
@@ -766,7 +983,13 @@ def evaluate_checkpoint(
     device_name: str = "auto",
     data_dir: str | None = None,
 ) -> dict[str, Any]:
-    """Rebuild a run from its checkpoint, evaluate it and merge the result into its metrics.json."""
+    """Rebuild a run from its checkpoint, evaluate it, and add the result to its metrics.json.
+
+    The evaluation is appended to `evaluations`; the run's own `test` result is never
+    replaced (it is filled in only when the run has none). The folder is locked meanwhile,
+    and the log goes to its eval.log.
+    """
+    check_eval_settings(OmegaConf.create({"eval": eval_cfg}))
     path = Path(checkpoint_path)
     checkpoint = load_checkpoint(path)
     cfg = OmegaConf.create(checkpoint["config"])
@@ -774,26 +997,62 @@ def evaluate_checkpoint(
     if data_dir is not None:
         cfg.data_dir = data_dir
     cfg.eval = OmegaConf.merge(cfg.eval, eval_cfg)
+    run_dir = run_folder_of(path)
+    refuse_if_locked(run_dir)
     parts = build_components(cfg)
     parts.model.load_state_dict(checkpoint["model"])
     parts.heads.load_state_dict(checkpoint["heads"])
-    run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
-    summary = evaluate_components(
-        parts,
-        cfg.eval,
-        int(cfg.eval.is_samples),
-        DistributedContext(),
-        progress=True,
-        run_dir=run_dir,
-        with_diagnostics=True,
-    )
-    summary["checkpoint"] = path.name
-    metrics_path = run_dir / "metrics.json"
-    if metrics_path.exists():
-        metrics = json.loads(metrics_path.read_text())
-        metrics["test"] = summary
-        write_json(metrics, metrics_path)
+    step = int(checkpoint.get("state", {}).get("step", -1))
+    writable = os.access(run_dir, os.W_OK)
+    claim = claimed(run_dir, "vgp-eval", log_name="eval.log") if writable else nullcontext(None)
+    with claim as log, stop_signals() as request:
+        log = log or logging.getLogger(__name__)
+        if writable:
+            clear_orphans(run_dir, log)
+        log.info("evaluating %s (step %d): %s", path, step, OmegaConf.to_container(cfg.eval))
+        try:
+            with interruptible(request):
+                summary = evaluate_components(
+                    parts,
+                    cfg.eval,
+                    int(cfg.eval.is_samples),
+                    DistributedContext(),
+                    progress=True,
+                    run_dir=run_dir if writable else None,
+                    with_diagnostics=True,
+                )
+        except EvaluationInterrupted:
+            log.info("interrupted; nothing was recorded")
+            raise
+        except BaseException as error:
+            log_failure(log, error, isinstance(error, USER_ERRORS))
+            if writable:
+                error.add_note(f"traceback in {run_dir / 'eval.log'}")
+            raise
+        summary.update(
+            checkpoint=path.name,
+            step=step,
+            subset=cfg.eval.subset,
+            evaluated_at=datetime.now().astimezone().isoformat(timespec="seconds"),
+        )
+        metrics_path = run_dir / "metrics.json"
+        if writable and metrics_path.exists():
+            metrics = json.loads(metrics_path.read_text())
+            summary["run_steps"] = metrics.get("steps")
+            metrics.setdefault("evaluations", []).append(summary)
+            metrics.setdefault("test", summary)
+            write_json(metrics, metrics_path)
+        log.info("result: %s", summary)
     return summary
+
+
+def hydra_files(cfg: DictConfig) -> dict[str, Any]:
+    """What Hydra writes into .hydra/ (config.yaml, hydra.yaml, overrides.yaml), to be written
+    only when the run may start (configs/config.yaml sets hydra.output_subdir: null)."""
+    hydra_cfg = HydraConfig.get()
+    record = OmegaConf.create({"hydra": OmegaConf.to_container(hydra_cfg)})
+    record.hydra.output_subdir = ".hydra"
+    return {"config.yaml": cfg, "hydra.yaml": record, "overrides.yaml": hydra_cfg.overrides.task}
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
@@ -801,9 +1060,12 @@ def _hydra_main(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     run_dir = hydra_cfg.runtime.output_dir
     try:
-        metrics = train(cfg, run_dir)
-    except (*USER_ERRORS, NonFiniteTrainingError) as error:
-        print(f"vgp-train: error: {error}", file=sys.stderr)
+        metrics = train(cfg, run_dir, hydra_files(cfg))
+    except Exception as error:  # user errors and crashes alike: one line, the rest in the log
+        expected = isinstance(error, (*USER_ERRORS, NonFiniteTrainingError))
+        text = one_line_error(error, expected)
+        notes = "; ".join(getattr(error, "__notes__", []))
+        print(f"vgp-train: error: {text}" + (f" ({notes})" if notes else ""), file=sys.stderr)
         if hydra_cfg.mode == RunMode.MULTIRUN:
             return  # the run folder records the failure; the sweep goes on
         sys.exit(1)

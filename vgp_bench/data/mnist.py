@@ -482,8 +482,45 @@ def check_layout(handle: h5py.File, path: Path) -> dict[str, Any]:
     return attrs
 
 
+def content_sha256(splits: dict[str, SplitArrays]) -> str:
+    """SHA-256 of every array the file holds (binary, grey, labels per split), as stored."""
+    digest = hashlib.sha256()
+    for split in SPLITS:
+        arrays = splits[split]
+        for name, array in (("binary", arrays.binary), ("grey", arrays.grey)):
+            if array is not None:
+                digest.update(f"{split}/{name}".encode())
+                digest.update(np.ascontiguousarray(array, dtype=np.uint8).tobytes())
+        digest.update(f"{split}/labels".encode())
+        digest.update(np.ascontiguousarray(arrays.labels, dtype=np.int64).tobytes())
+    return digest.hexdigest()
+
+
+def check_values(path: Path, attrs: dict[str, Any], splits: dict[str, SplitArrays]) -> None:
+    """Binary images hold only 0/1, labels are digits (or -1 when unknown), and the arrays
+    match the content checksum stored when the file was written (files from before it was
+    stored have none)."""
+    for split, arrays in splits.items():
+        assert arrays.binary is not None
+        if int(arrays.binary.max()) > 1:
+            raise CorruptDataError(
+                f"{path}: '{split}/binary' holds values other than 0/1: {REBUILD_HINT}"
+            )
+        if arrays.labels.size and (arrays.labels.min() < -1 or arrays.labels.max() > 9):
+            raise CorruptDataError(
+                f"{path}: '{split}/labels' holds values outside -1..9: {REBUILD_HINT}"
+            )
+    stored = attrs.get("content_sha256")
+    if stored is not None and stored != content_sha256(splits):
+        raise CorruptDataError(
+            f"{path}: its arrays do not match the content checksum stored with them (the file "
+            f"was changed or damaged): {REBUILD_HINT}"
+        )
+
+
 def read_mnist_h5(path: Path) -> tuple[dict[str, Any], dict[str, SplitArrays]]:
-    """Every array of data/mnist.h5 in memory, with its attrs; binary values checked to be 0/1."""
+    """Every array of data/mnist.h5 in memory, with its attrs; layout, values (binary 0/1,
+    labels) and the stored content checksum checked."""
     try:
         with h5py.File(path, "r") as handle:
             attrs = check_layout(handle, path)
@@ -496,12 +533,7 @@ def read_mnist_h5(path: Path) -> tuple[dict[str, Any], dict[str, SplitArrays]]:
         raise
     except (OSError, KeyError, ValueError) as error:
         raise CorruptDataError(f"{path} cannot be read ({error}): {REBUILD_HINT}") from None
-    for split, arrays in splits.items():
-        assert arrays.binary is not None
-        if int(arrays.binary.max()) > 1:
-            raise CorruptDataError(
-                f"{path}: '{split}/binary' holds values other than 0/1: {REBUILD_HINT}"
-            )
+    check_values(path, attrs, splits)
     return attrs, splits
 
 
@@ -517,7 +549,7 @@ def write_mnist_h5(path: Path, splits: dict[str, SplitArrays], attrs: dict[str, 
     os.chmod(temporary_name, 0o666 & ~umask)  # mkstemp makes 0600; give the usual permissions
     try:
         with h5py.File(temporary_name, "w") as handle:
-            for key, value in attrs.items():
+            for key, value in {**attrs, "content_sha256": content_sha256(splits)}.items():
                 handle.attrs[key] = value
             for split in SPLITS:
                 arrays = splits[split]
@@ -537,14 +569,15 @@ def write_mnist_h5(path: Path, splits: dict[str, SplitArrays], attrs: dict[str, 
 
 
 def existing_file_state(path: Path, wanted: dict[str, Any]) -> tuple[str, str]:
-    """("match" | "different" | "unreadable", why) for a file already at `path`."""
+    """("match" | "different" | "unreadable", why) for a file already at `path`.
+
+    "match" only after everything the loader checks: layout, shapes, dtypes, binary values,
+    labels and the stored content checksum.
+    """
     try:
-        with h5py.File(path, "r") as handle:
-            attrs = check_layout(handle, path)
+        attrs, _ = read_mnist_h5(path)
     except CorruptDataError as error:
         return "unreadable", str(error)
-    except (OSError, KeyError, ValueError) as error:
-        return "unreadable", f"{path} cannot be read ({error})"
     keys = ("sha256", "binarization_seed", "binary_origin", "split_rule")
     differences = [
         f"{key} {attrs.get(key)!r} (wanted {wanted[key]!r})"
