@@ -38,7 +38,7 @@ def test_a_vgp_run_records_warp_statistics_gap_and_reliability(tmp_path: Path) -
     assert abs(test["bound_gap"] - (test["bound_nll"] - test["nll"])) < 1e-9
     assert 0.0 <= test["pareto_k_above_0_7"] <= 1.0 and test["pareto_k_max"] is not None
     assert "collapsed" in test["weight"]["z"]
-    assert metrics["structure"] == "shared_basis T (r=32), identity mean, m=8"
+    assert metrics["structure"] == "global T, identity mean, sigma=0.1 s, m=8"
 
 
 def test_the_report_shows_where_the_bound_goes(
@@ -60,7 +60,7 @@ def test_the_report_shows_where_the_bound_goes(
     series = validation_curves([tmp_path / "vgp", tmp_path / "vae"])
     assert sorted(series) == [
         "DLGM 1hl + VAE",
-        "DLGM 1hl + VGP (shared_basis T (r=32), identity mean, m=8)",
+        "DLGM 1hl + VGP (global T, identity mean, sigma=0.1 s, m=8)",
     ]
     assert [epoch for epoch, _ in series["DLGM 1hl + VAE"]] == [1, 2]
     assert curves.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

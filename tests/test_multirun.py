@@ -165,9 +165,9 @@ def test_multirun_of_two_configurations_reaches_the_report(tmp_path, capsys):
     rows = [line for line in table1.splitlines() if line.startswith("| DLGM")]
     assert len(rows) == 2, out
     assert rows[0].startswith("| DLGM 1hl + VAE | n=2 (0, 1) |")
-    # VGP rows name their structure (the default: shared_basis outputs around the identity)
+    # VGP rows name their structure (the default: global outputs around the identity)
     assert rows[1].startswith(
-        "| DLGM 1hl + VGP (shared_basis T (r=32), identity mean, m=500) | n=2 (0, 1) |"
+        "| DLGM 1hl + VGP (global T, identity mean, sigma=0.1 s, m=500) | n=2 (0, 1) |"
     )
     assert len([line for line in gaps.splitlines() if line.startswith("| DLGM")]) == 2
     assert "Not in the tables" not in out
