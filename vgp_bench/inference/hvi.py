@@ -67,6 +67,25 @@ def leapfrog(
     return z, v, gradient
 
 
+def leapfrog_trajectory(
+    z: Tensor,
+    v: Tensor,
+    log_joint: LogJoint,
+    step_sizes: Tensor,
+    inverse_mass: Tensor,
+    create_graph: bool,
+) -> tuple[Tensor, Tensor]:
+    """(z_L, v_L) after one leapfrog step per row of `step_sizes` `[L, D]` from (z, v) `[S, B, D]`.
+
+    Volume preserving, and reversible: from (z_L, -v_L) with the rows of `step_sizes` in
+    reverse order it returns to (z, -v).
+    """
+    gradient = log_joint_gradient(log_joint, z, create_graph)
+    for step_size in step_sizes:
+        z, v, gradient = leapfrog(z, v, gradient, step_size, inverse_mass, log_joint, create_graph)
+    return z, v
+
+
 class ConditionalGaussian(nn.Module):
     """N(mean(h, z), diag(scale(h, z)^2)) over a momentum v, from an MLP on [h, z]."""
 
@@ -159,12 +178,9 @@ class HVIHead(VariationalHead):
         v = mean + scale * noise  # v_0 ~ q(v_0 | x, z_0), [S, B, D]
         log_q_v0 = normal_log_prob(v, mean, scale)  # [S, B]
         create_graph = torch.is_grad_enabled()  # evaluation: gradients of p only, no graph
-        gradient = log_joint_gradient(log_joint, z, create_graph)
-        step_sizes, inverse_mass = self.step_sizes(), self.inverse_mass()
-        for step in range(self.leapfrog_steps):
-            z, v, gradient = leapfrog(
-                z, v, gradient, step_sizes[step], inverse_mass, log_joint, create_graph
-            )
+        z, v = leapfrog_trajectory(
+            z, v, log_joint, self.step_sizes(), self.inverse_mass(), create_graph
+        )
         log_r_vL = normal_log_prob(v, *self.reverse(context, z))  # [S, B]
         log_q = start.log_q + log_q_v0 - log_r_vL
         return SiteSample(
