@@ -118,3 +118,5 @@ def test_every_experiment_runs_one_step(experiment: str, tmp_path: Path) -> None
     metrics = train(compose_config(overrides), tmp_path)
     assert metrics["status"] == "finished" and metrics["experiment"] == experiment
     assert metrics["steps"] == 1 and torch.isfinite(torch.tensor(metrics["test"]["nll"]))
+    assert metrics["train_objective"] == cfg.trainer.objective
+    assert metrics["train_samples"] == cfg.trainer.n_samples
