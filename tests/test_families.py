@@ -295,3 +295,32 @@ def test_hvi_refuses_sites_without_log_joint() -> None:
         head(torch.randn(2, 3), 1)
     with pytest.raises(ValueError, match=r"inference\.leapfrog_steps"):
         HVIHead(SiteSpec(context_dim=3, z_dim=2, offers_log_joint=True), leapfrog_steps=-1)
+
+
+# --- the site's log_joint -------------------------------------------------------------------
+
+
+class LogJointRecorder(MeanFieldHead):
+    """The mean-field head, keeping the `log_joint` the model passed (test instrumentation)."""
+
+    def forward(self, context, n_samples, generator=None, log_joint=None):
+        self.log_joint = log_joint
+        return super().forward(context, n_samples, generator)
+
+
+@pytest.mark.parametrize(
+    ("latent_dims", "hidden_dims"), [((3,), ((12,),)), ((4, 2), ((12,), (6,)))]
+)
+def test_dlgm_offers_log_joint_equal_to_its_trace(latent_dims, hidden_dims) -> None:
+    from vgp_bench.models.dlgm import DLGM
+
+    torch.manual_seed(0)
+    model = DLGM((1, 4, 4), latent_dims, hidden_dims)
+    assert model.sites["z"].offers_log_joint
+    heads = build_heads(LogJointRecorder, model.sites)
+    x = torch.bernoulli(torch.full((3, 1, 4, 4), 0.4), generator=torch.Generator().manual_seed(1))
+    trace = model(x, heads, 5, torch.Generator().manual_seed(2))
+    log_joint = heads["z"].log_joint
+    site = heads["z"](model.recognition_context(x), 5, torch.Generator().manual_seed(2))
+    torch.testing.assert_close(log_joint(site.z), trace.log_p)  # at the trace's z
+    assert log_joint(torch.randn(7, 3, sum(latent_dims))).shape == (7, 3)
