@@ -142,6 +142,8 @@ class HVIHead(VariationalHead):
         self.leapfrog_steps = int(leapfrog_steps)
         d = spec.z_dim
         self.initial = MeanFieldHead(spec, hidden_dims, activation, min_scale)
+        if self.leapfrog_steps == 0:  # the mean-field head: no dynamics, nothing else to learn
+            return
         self.momentum = ConditionalGaussian(
             spec.context_dim, d, aux_hidden_dims, activation, min_scale
         )
