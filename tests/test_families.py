@@ -324,3 +324,18 @@ def test_dlgm_offers_log_joint_equal_to_its_trace(latent_dims, hidden_dims) -> N
     site = heads["z"](model.recognition_context(x), 5, torch.Generator().manual_seed(2))
     torch.testing.assert_close(log_joint(site.z), trace.log_p)  # at the trace's z
     assert log_joint(torch.randn(7, 3, sum(latent_dims))).shape == (7, 3)
+
+
+@pytest.mark.parametrize(("objective", "expected"), [("elbo", -2.0), ("iwae", -1.0)])
+def test_validation_bound_is_the_training_objective(objective, expected, tmp_path, monkeypatch):
+    # IWAE's validation bound is the IS estimate with valid_samples = k, not the ELBO
+    from tests.helpers import TINY, compose_config
+    from vgp_bench import train
+
+    cfg = compose_config([*TINY, f"trainer.objective={objective}", "trainer.image_every=0"])
+    trainer = train.Trainer(cfg, tmp_path, train.build_components(cfg))
+    monkeypatch.setattr(
+        train, "evaluate_components", lambda *a, **k: {"nll": 1.0, "bound_nll": 2.0}
+    )
+    trainer.end_of_epoch()
+    assert trainer.state.history[-1]["valid_bound"] == expected

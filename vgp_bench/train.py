@@ -597,7 +597,9 @@ class Trainer:
                 split_name="valid",
                 subset=cfg.valid_subset or 0,
             )
-            record["valid_bound"] = -summary["bound_nll"]
+            # the training objective's value: IWAE's bound is the IS estimate at k = valid_samples
+            iwae = str(self.cfg.trainer.objective) == "iwae"
+            record["valid_bound"] = -summary["nll" if iwae else "bound_nll"]
             self.writer.add_scalar("valid/bound", record["valid_bound"], self.state.step)
             if record["valid_bound"] > self.state.best_valid_bound:
                 self.state.best_valid_bound = record["valid_bound"]
