@@ -208,7 +208,9 @@ def profile_draw_step(top: int = 6) -> dict[str, list]:
 
 
 # Further benchmarks register here as (name, "module:function"); each takes quick: bool.
-EXTRA_BENCHMARKS: list[tuple[str, str]] = []
+EXTRA_BENCHMARKS: list[tuple[str, str]] = [
+    ("families", "vgp_bench.benchmarks.families:bench_families"),
+]
 
 
 def main() -> None:

@@ -41,6 +41,8 @@ table1=(trainer.max_steps=20 dataset.subset=2000 trainer.valid_subset=200
         eval.is_samples=50 eval.subset=200)
 sweep table1_dlgm \
   table1_dlgm1_vae,table1_dlgm1_vgp,table1_dlgm2_vae,table1_dlgm2_vgp "${table1[@]}"
+sweep table1_families \
+  table1_dlgm1_nf,table1_dlgm1_hvi,table1_dlgm2_iwae,table1_dlgm2_vgp_iwae "${table1[@]}"
 sweep table1_draw table1_draw_vae,table1_draw_vgp "${table1[@]}" ++model.steps=4
 
 # Table 2: two epochs of 200 images, the test bound recorded after each.

@@ -22,7 +22,7 @@ class LinearGaussianModel(LatentVariableModel):
         )
         self.register_buffer("bias", torch.randn(x_dim, generator=generator, dtype=torch.float64))
         self.noise = noise
-        self.sites = {"z": SiteSpec(context_dim=x_dim, z_dim=z_dim)}
+        self.sites = {"z": SiteSpec(context_dim=x_dim, z_dim=z_dim, offers_log_joint=True)}
 
     def log_marginal(self, x: Tensor) -> Tensor:
         """Exact log p(x) = log N(x; b, W W^T + noise^2 I), `[B]`."""
@@ -44,6 +44,12 @@ class LinearGaussianModel(LatentVariableModel):
         )
         return x.float().reshape(n, 1, 1, -1)
 
+    def log_joint_terms(self, flat: Tensor, z: Tensor) -> tuple[Tensor, Tensor]:
+        """log p(x | z) and log p(z), `[S, B]`, for x `[B, Dx]` and z `[S, B, D]`."""
+        mean = z @ self.weight.T.to(z.dtype) + self.bias.to(z.dtype)  # [S, B, Dx]
+        log_likelihood = normal_log_prob(flat.to(z.dtype), mean, torch.full_like(mean, self.noise))
+        return log_likelihood, standard_normal_log_prob(z)
+
     def forward(
         self,
         x: Tensor,
@@ -52,10 +58,12 @@ class LinearGaussianModel(LatentVariableModel):
         generator: torch.Generator | None = None,
     ) -> Trace:
         flat = x.reshape(x.shape[0], -1)  # [B, Dx]
-        site = heads["z"](flat, n_samples, generator)
-        mean = site.z @ self.weight.T.to(site.z.dtype) + self.bias.to(site.z.dtype)  # [S, B, Dx]
-        log_likelihood = normal_log_prob(flat, mean, torch.full_like(mean, self.noise))
-        log_prior = standard_normal_log_prob(site.z)
+
+        def log_joint(z: Tensor) -> Tensor:
+            return sum(self.log_joint_terms(flat, z))  # [S, B]
+
+        site = heads["z"](flat, n_samples, generator, log_joint=log_joint)
+        log_likelihood, log_prior = self.log_joint_terms(flat, site.z)
         return Trace(
             log_p=log_likelihood + log_prior,
             log_q=site.log_q,

@@ -109,7 +109,7 @@ def test_bad_target_parameters_are_refused() -> None:
         Ring(width=0.0)
 
 
-@pytest.mark.parametrize("family", ["mean_field", "vgp"])
+@pytest.mark.parametrize("family", ["mean_field", "vgp", "planar_flow", "hvi"])
 def test_fit_returns_a_family_with_samples_bound_and_estimate(family: str) -> None:
     target = Banana()
     fitted = fit(target.log_density, 2, family=family, steps=15, seed=3, samples_per_step=8)
@@ -124,6 +124,18 @@ def test_fit_returns_a_family_with_samples_bound_and_estimate(family: str) -> No
     assert again.history == fitted.history  # every random draw comes from `seed`
     for name, value in fitted.head.state_dict().items():
         assert torch.equal(value, again.head.state_dict()[name]), name
+
+
+def test_families_are_built_from_their_inference_configs() -> None:
+    from vgp_bench.blackbox import build_head
+    from vgp_bench.inference.hvi import HVIHead
+    from vgp_bench.inference.planar_flow import PlanarFlowHead
+
+    flow = build_head("planar_flow", 2)
+    assert isinstance(flow, PlanarFlowHead) and flow.flow_length == 16  # FAMILY_DEFAULTS
+    assert build_head("planar_flow", 2, flow_length=3).flow_length == 3
+    hvi = build_head("hvi", 2)  # configs/inference/hvi.yaml: 8 leapfrog steps
+    assert isinstance(hvi, HVIHead) and hvi.leapfrog_steps == 8
 
 
 def test_fit_refuses_bad_input() -> None:
@@ -162,11 +174,17 @@ def test_cli_writes_table_picture_and_summary(tmp_path: Path, capsys) -> None:
         cfg = compose(config_name="fit", overrides=overrides)
     result = run(cfg, tmp_path)
     printed = capsys.readouterr().out
-    assert "vgp" in printed and "mean_field" in printed and "true log Z" in printed
+    assert all(name in printed for name in ("vgp", "mean_field", "planar_flow", "hvi"))
+    assert "true log Z" in printed and "seconds" in printed
     picture = Image.open(tmp_path / "picture.png")
     assert picture.mode == "RGB" and picture.width > 3 * picture.height // 2
     summary = json.loads((tmp_path / "fit.json").read_text())
-    assert [row["family"] for row in summary["families"]] == ["vgp", "mean_field"]
+    assert [row["family"] for row in summary["families"]] == [
+        "vgp",
+        "mean_field",
+        "planar_flow",
+        "hvi",
+    ]
     assert summary["true_log_z"] == pytest.approx(result["true_log_z"])
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tests.helpers import CONFIG_DIR, compose_config
-from vgp_bench.estimators import bound, importance_weighted_log_likelihood
+from vgp_bench.estimators import bound, importance_weighted_log_likelihood, training_bound
 from vgp_bench.inference.base import build_heads
 from vgp_bench.runtime import build
 from vgp_bench.train import train
@@ -33,8 +33,17 @@ TINY_MODEL = {
 TINY_INFERENCE = {
     "vae": [],
     "vgp": ["inference.variational_data_size=8", "inference.aux_hidden_dims=[8]"],
+    "planar_flow": ["inference.flow_length=3"],
+    "hvi": ["inference.leapfrog_steps=2", "inference.aux_hidden_dims=[8]"],
 }
-HEADS = [("vae", None), ("vgp", "collapsed"), ("vgp", "hierarchical"), ("vgp", "paper")]
+HEADS = [
+    ("vae", None),
+    ("vgp", "collapsed"),
+    ("vgp", "hierarchical"),
+    ("vgp", "paper"),
+    ("planar_flow", None),
+    ("hvi", None),
+]
 
 
 def tiny(model: str, inference: str, objective: str | None = None) -> list[str]:
@@ -53,6 +62,10 @@ def test_every_model_with_every_head(model_name: str, inference: str, objective:
     cfg = compose_config(tiny(model_name, inference, objective))
     torch.manual_seed(0)
     model = build(cfg.model, x_shape=X_SHAPE)
+    if inference == "hvi" and not model.sites["z"].offers_log_joint:  # DRAW: sequential sites
+        with pytest.raises(ValueError, match=r"^inference=hvi [^\n]* use a model with one joint"):
+            build_heads(build(cfg.inference), model.sites)
+        return
     heads = build_heads(build(cfg.inference), model.sites)
     generator = torch.Generator().manual_seed(1)
     x = torch.bernoulli(torch.full((3, *X_SHAPE), 0.3), generator=generator)
@@ -60,7 +73,9 @@ def test_every_model_with_every_head(model_name: str, inference: str, objective:
     assert trace.log_p.shape == trace.log_q.shape == (4, 3)
     assert all(value.shape == (4, 3) for value in trace.terms.values())
     assert torch.isfinite(trace.log_weights).all()
-    (-trace.log_weights.mean()).backward()
+    iwae = training_bound("iwae")(trace.log_weights)  # the trainer's objectives, both per example
+    assert (iwae >= training_bound("elbo")(trace.log_weights) - 1e-5).all()
+    (-trace.log_weights.mean() - iwae.mean()).backward()
     for name, parameter in [*model.named_parameters(), *heads.named_parameters()]:
         assert parameter.grad is None or torch.isfinite(parameter.grad).all(), name
     with torch.no_grad():
@@ -103,3 +118,5 @@ def test_every_experiment_runs_one_step(experiment: str, tmp_path: Path) -> None
     metrics = train(compose_config(overrides), tmp_path)
     assert metrics["status"] == "finished" and metrics["experiment"] == experiment
     assert metrics["steps"] == 1 and torch.isfinite(torch.tensor(metrics["test"]["nll"]))
+    assert metrics["train_objective"] == cfg.trainer.objective
+    assert metrics["train_samples"] == cfg.trainer.n_samples

@@ -361,3 +361,50 @@ def test_single_run_folder_and_no_config(tmp_path, capsys):
     row = row_named(markdown_tables(out)["Table 1: binarized MNIST"], "DLGM 1hl + VAE")
     assert row["seeds"] == "n=1 (3)" and row["paper (≤)"] == "86.76"
     assert row["Δ IS"] == "+1.24"
+
+
+def test_other_inference_rows_sit_beside_their_papers_numbers(tmp_path, capsys):
+    def family_run(
+        name: str, model: str, family: str, test: dict, metrics=None, options=None
+    ) -> None:
+        folder = write_run(tmp_path / name, model=model, inference=family, seed=0, test=test)
+        recorded = json.loads((folder / "metrics.json").read_text()) | (metrics or {})
+        (folder / "metrics.json").write_text(json.dumps(recorded))
+        config = json.loads((folder / "config.yaml").read_text())
+        config["inference"].update(options or {})
+        (folder / "config.yaml").write_text(json.dumps(config))
+
+    iwae = {"train_objective": "iwae", "train_samples": 50}
+    family_run("nf", "dlgm1", "planar_flow", evaluated(86.0, 88.0), options={"flow_length": 80})
+    family_run("hvi", "dlgm1", "hvi", evaluated(86.5, 89.0), options={"leapfrog_steps": 8})
+    family_run("iwae", "dlgm2", "vae", evaluated(84.0, 85.0), metrics=iwae)
+    family_run(
+        "vgp_iwae",
+        "dlgm2",
+        "vgp",
+        evaluated(82.0, 83.0),
+        metrics={**iwae, "objective": "collapsed"},
+    )
+    family_run("elbo", "dlgm2", "vae", evaluated(85.0, 87.0), metrics={"train_samples": 1})
+    _, out = run_report([str(tmp_path)], capsys)
+    table1 = markdown_tables(out)["Table 1: binarized MNIST"]
+    assert [row["method"] for row in table1] == [
+        "DLGM 1hl + NF (k=80)",
+        "DLGM 1hl + HVI (L=8)",
+        "DLGM 2hl + VAE",
+        "DLGM 2hl + VAE (IWAE k=50)",
+        "DLGM 2hl + VGP (IWAE k=50)",
+    ]
+    cells = {row["method"]: (row["paper (≤)"], row["Δ IS"], row["Δ bound"]) for row in table1}
+    assert cells["DLGM 1hl + NF (k=80)"] == ("85.10", "+0.90", "+2.90")
+    assert cells["DLGM 1hl + HVI (L=8)"] == ("88.30 (IS 85.51)", "+0.99", "+0.70")
+    assert cells["DLGM 2hl + VAE"] == ("—", "—", "—")  # trained with the ELBO: no paper row
+    assert cells["DLGM 2hl + VAE (IWAE k=50)"] == ("82.90", "+1.10", "+2.10")
+    assert cells["DLGM 2hl + VGP (IWAE k=50)"] == ("81.32", "+0.68", "+1.68")
+    _, out = run_report([str(tmp_path), "--format", "csv"], capsys)
+    records = [r for r in csv.DictReader(io.StringIO(out)) if r["inference"] == "hvi"]
+    by_quantity = {r["quantity"]: r for r in records}
+    assert float(by_quantity["nll"]["paper"]) == 85.51
+    assert float(by_quantity["bound_nll"]["paper"]) == 88.30
+    iwae_records = [r for r in csv.DictReader(io.StringIO(out)) if r["train_objective"] == "iwae"]
+    assert len(iwae_records) == 4 and {r["train_samples"] for r in iwae_records} == {"50"}

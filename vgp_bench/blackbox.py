@@ -3,7 +3,9 @@
 The target has no data, so the head sees a constant one-element context (B = 1): its
 per-example networks reduce to free parameters (for the VGP, "the variational data are free
 parameters here"). Each step draws S reparameterized samples and ascends the Monte Carlo bound
-E_q[log p~(z) - log q~(z)] <= log Z with Adam under a cosine step-size decay.
+E_q[log p~(z) - log q~(z)] <= log Z with Adam under a cosine step-size decay. The heads are the
+training runs' families, built from `configs/inference/*.yaml`; the site offers log p~(z) to
+the head (`SiteSpec.offers_log_joint`), as HVI needs.
 """
 
 from __future__ import annotations
@@ -12,36 +14,44 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
+from omegaconf import OmegaConf
 from torch import Tensor
 
 from vgp_bench.estimators import chunked_estimate
-from vgp_bench.inference.base import SiteSpec, VariationalHead
+from vgp_bench.inference.base import SiteSample, SiteSpec, VariationalHead
+from vgp_bench.runtime import CONFIG_DIR, build
 
 LogDensity = Callable[[Tensor], Tensor]  # [n, D] -> [n]
 
-FAMILIES = ("vgp", "mean_field")
+# family -> its config in configs/inference/ (the mean-field family is the VAE's)
+FAMILY_CONFIGS = {"vgp": "vgp", "mean_field": "vae", "planar_flow": "planar_flow", "hvi": "hvi"}
+FAMILIES = tuple(FAMILY_CONFIGS)
 
-# Head options used unless the caller overrides them, measured on the 2-D targets: a few dozen
-# variational data, a jitter large enough to keep K_ss well conditioned while S moves, and a
-# few auxiliary importance samples (a tighter bound and far lighter-tailed weights).
-VGP_DEFAULTS: dict[str, Any] = {"variational_data_size": 32, "jitter": 1e-2, "aux_samples": 4}
+# Options over the configs' (data-set sized) ones unless the caller overrides them, measured on
+# the 2-D targets. VGP: a few dozen variational data with the paper's dense outputs (needed by
+# the identity start), a jitter large enough to keep K_ss well conditioned while S moves, and a
+# few auxiliary importance samples (a tighter bound and far lighter-tailed weights). Planar
+# flow: 16 maps, where 80 cost five times the time for little gain in two dimensions.
+FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "vgp": {"variational_data_size": 32, "jitter": 1e-2, "aux_samples": 4, "outputs": "dense"},
+    "mean_field": {},
+    "planar_flow": {"flow_length": 16},
+    "hvi": {},
+}
 
 
 def build_head(family: str, dim: int, **options: Any) -> VariationalHead:
-    """The head of `family` for a single site with a one-element context and z of size `dim`."""
-    spec = SiteSpec(context_dim=1, z_dim=dim)
-    if family == "mean_field":
-        from vgp_bench.inference.mean_field import MeanFieldHead
-
-        return MeanFieldHead(spec, **options)
-    if family == "vgp":
-        from vgp_bench.inference.vgp import VGPHead
-
-        return VGPHead(spec, **{**VGP_DEFAULTS, **options})
-    raise ValueError(f"unknown family {family!r}; choose one of {list(FAMILIES)}")
+    """The head of `family` for a single site with a one-element context and z of size `dim`,
+    from `configs/inference/<family's config>.yaml`, `FAMILY_DEFAULTS` and `options`."""
+    if family not in FAMILY_CONFIGS:
+        raise ValueError(f"unknown family {family!r}; choose one of {list(FAMILIES)}")
+    node = OmegaConf.load(Path(CONFIG_DIR) / "inference" / f"{FAMILY_CONFIGS[family]}.yaml")
+    node = OmegaConf.merge(node, FAMILY_DEFAULTS[family], options)
+    return build(node, spec=SiteSpec(context_dim=1, z_dim=dim, offers_log_joint=True))
 
 
 @dataclass
@@ -65,16 +75,23 @@ class FittedFamily:
         parameter = next(self.head.parameters())
         return torch.ones(1, 1, dtype=parameter.dtype, device=parameter.device)  # [B=1, C=1]
 
+    def _log_joint(self, z: Tensor) -> Tensor:
+        """The site's log p~(z) for z `[S, B, D]`, `[S, B]`."""
+        return self.log_density(z.reshape(-1, self.dim)).reshape(z.shape[:-1])
+
+    def draw(self, n: int, generator: torch.Generator | None = None) -> SiteSample:
+        """The head's site sample for n draws (with gradients when they are enabled)."""
+        return self.head(self._context(), n, generator or self.generator, self._log_joint)
+
     @torch.no_grad()
     def sample(self, n: int, generator: torch.Generator | None = None) -> Tensor:
         """n draws z ~ q, `[n, D]`."""
-        site = self.head(self._context(), n, generator or self.generator)
-        return site.z[:, 0, :]
+        return self.draw(n, generator).z[:, 0, :]
 
     @torch.no_grad()
     def log_weights(self, n: int, generator: torch.Generator | None = None) -> Tensor:
         """log w = log p~(z) - log q~(z) for n draws z ~ q, `[n]`."""
-        site = self.head(self._context(), n, generator or self.generator)
+        site = self.draw(n, generator)
         return self.log_density(site.z[:, 0, :]) - site.log_q[:, 0]
 
     def elbo(
@@ -119,11 +136,13 @@ def fit(
     """Fit a variational family to exp(log_density) by maximizing the bound on log Z.
 
     `log_density` maps `[n, dim]` to `[n]` (an unnormalized log density, differentiable in z).
-    `options` go to the head's constructor (for the VGP e.g. `variational_data_size`,
-    `objective`, `aux_samples`). The step size decays from `learning_rate` to
-    `final_learning_rate` on a cosine. With `identity_start` set, a VGP starts as the identity
-    warp z = xi + noise of that scale (`VGPHead.start_as_identity_warp`); None keeps the
-    head's own initialization. All randomness (initialization, samples) comes from `seed`.
+    `family` is one of `FAMILIES` (vgp, mean_field, planar_flow, hvi); `options` go to the
+    head's constructor over its config and `FAMILY_DEFAULTS` (for the VGP e.g.
+    `variational_data_size`, `objective`, `aux_samples`; `flow_length`; `leapfrog_steps`).
+    The step size decays from `learning_rate` to `final_learning_rate` on a cosine. With
+    `identity_start` set, a VGP starts as the identity warp z = xi + noise of that scale
+    (`VGPHead.start_as_identity_warp`); None keeps the head's own initialization. All
+    randomness (initialization, samples) comes from `seed`.
     """
     if dim < 1 or steps < 0 or samples_per_step < 1:
         raise ValueError(
@@ -147,12 +166,11 @@ def fit(
     _check_log_density(log_density, fitted.sample(2), dim)
     optimizer = torch.optim.Adam(head.parameters(), lr=learning_rate)
     training_generator = torch.Generator().manual_seed(seed)
-    context = fitted._context()
     started = time.perf_counter()
     for step in range(steps):
         for group in optimizer.param_groups:
             group["lr"] = cosine_step_size(step, steps, learning_rate, final_learning_rate)
-        site = head(context, samples_per_step, training_generator)
+        site = fitted.draw(samples_per_step, training_generator)
         log_weights = log_density(site.z[:, 0, :]) - site.log_q[:, 0]  # [S]
         bound = log_weights.mean()
         optimizer.zero_grad(set_to_none=True)

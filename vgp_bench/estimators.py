@@ -66,6 +66,27 @@ def pareto_k_hat(log_weights: Tensor, n_samples: int | None = None) -> Tensor:
     return torch.where(flat, torch.full_like(k_hat, math.nan), k_hat)
 
 
+TRAINING_BOUNDS: dict[str, Callable[[Tensor], Tensor]] = {
+    "elbo": bound,  # the mean of the S single-sample bounds
+    "iwae": importance_weighted_log_likelihood,  # Burda et al. (2016), Eq. 8, k = S
+}
+
+
+def training_bound(objective: str) -> Callable[[Tensor], Tensor]:
+    """The per-example training bound `[S, B] -> [B]` named by `trainer.objective`.
+
+    `iwae` is log (1/k) sum_k w_k over the k = S samples of an example: a lower bound on
+    log p(x) for any head whose weight has E[w] <= p(x), tighter as k grows, and equal to
+    `elbo` at k = 1.
+    """
+    if objective not in TRAINING_BOUNDS:
+        raise ValueError(
+            f"trainer.objective must be one of {', '.join(TRAINING_BOUNDS)}, got {objective!r} "
+            "(the number of samples k is trainer.n_samples)"
+        )
+    return TRAINING_BOUNDS[objective]
+
+
 @dataclass
 class ChunkedEstimate:
     """Per-example IS log-likelihood, bound and PSIS k-hat from `n_samples` weights in chunks."""

@@ -36,12 +36,17 @@ DEFAULT_ROOTS = ("outputs", "multirun")
 
 # The paper's numbers, in nats as -log p(x) on the test set: Tran, Ranganath & Blei, "The
 # Variational Gaussian Process", ICLR 2016, Table 1 (binarized MNIST) and Table 2 (Sketch).
-# Table 1 has two columns, "-log p(x)" and "≤"; every row reproduced here sits in its "≤"
-# column, an upper bound on -log p(x). The DLGM + VAE row quotes Burda et al. (2016), whose
+# Table 1 has two columns, "-log p(x)" and "≤"; every row reproduced here has a number in its
+# "≤" column, an upper bound on -log p(x). The DLGM + VAE row quotes Burda et al. (2016), whose
 # number is an importance-sampled estimate with k = 5000; the DRAW row quotes Gregor et al.
 # (2015), a variational bound; the paper does not say which estimator gives its VGP rows.
-# Our dlgm2 + vae has no row in the paper. Table 2 gives bounds after 100, 200, 300 epochs.
-PAPER: dict[str, dict[tuple[str, str], Any]] = {
+# The rows of other inference methods quote their papers: NF (k = 80) Rezende & Mohamed (2015),
+# HVI (8 leapfrog steps) Salimans et al. (2015), the only row with both columns (85.51 in
+# "-log p(x)", an IS estimate, and 88.30 in "≤"), and DLGM 2hl + IWAE (k = 50) Burda et al.
+# (2016). A key (model, inference, trainer objective) is a row trained with that objective;
+# other objectives fall back to the (model, inference) row. Our dlgm2 + vae has no row in the
+# paper. Table 2 gives bounds after 100, 200, 300 epochs.
+PAPER: dict[str, dict[tuple[str, ...], Any]] = {
     "table1": {
         ("dlgm1", "vae"): {
             "row": "DLGM + VAE [1] (Burda et al. 2016)",
@@ -52,6 +57,22 @@ PAPER: dict[str, dict[tuple[str, str], Any]] = {
         ("dlgm2", "vgp"): {"row": "DLGM 2hl + VGP", "column": "≤", "value": 81.32},
         ("draw", "vae"): {"row": "DRAW [7] (Gregor et al. 2015)", "column": "≤", "value": 80.97},
         ("draw", "vgp"): {"row": "DRAW + VGP", "column": "≤", "value": 79.88},
+        ("dlgm1", "planar_flow"): {
+            "row": "DLGM + NF (k = 80) [3] (Rezende & Mohamed 2015)",
+            "column": "≤",
+            "value": 85.10,
+        },
+        ("dlgm1", "hvi"): {
+            "row": "DLGM + HVI (8 leapfrog steps) [2] (Salimans et al. 2015)",
+            "column": "≤",
+            "value": 88.30,
+            "is_value": 85.51,  # its "-log p(x)" column
+        },
+        ("dlgm2", "vae", "iwae"): {
+            "row": "DLGM 2hl + IWAE (k = 50) [1] (Burda et al. 2016)",
+            "column": "≤",
+            "value": 82.90,
+        },
     },
     "table2": {
         ("draw", "vae"): {100: 526.8, 200: 479.1, 300: 464.5},
@@ -61,7 +82,14 @@ PAPER: dict[str, dict[tuple[str, str], Any]] = {
 
 MODEL_NAMES = {"dlgm1": "DLGM 1hl", "dlgm2": "DLGM 2hl", "draw": "DRAW"}
 MODEL_ORDER = {"dlgm1": 0, "dlgm2": 1, "draw": 2}
-INFERENCE_ORDER = {"vae": 0, "vgp": 1}
+INFERENCE_ORDER = {"vae": 0, "vgp": 1, "planar_flow": 2, "hvi": 3}
+INFERENCE_NAMES = {"planar_flow": "NF"}  # others: the config name in capitals
+# A family's size in its label: config key and symbol (flows k, leapfrog steps L).
+FAMILY_SIZES = {
+    "planar_flow": ("inference.flow_length", "k"),
+    "hvi": ("inference.leapfrog_steps", "L"),
+}
+DEFAULT_TRAIN_OBJECTIVE = "elbo"
 DEFAULT_OBJECTIVES = (None, "collapsed")
 TABLE2_DATASET = "sketch"
 # Config keys that differ between machines or seeds of one configuration, never in the setting.
@@ -103,6 +131,8 @@ class Setting:
     inference: str
     objective: str | None
     aux_samples: int
+    train_objective: str  # trainer.objective: elbo | iwae
+    train_samples: int  # trainer.n_samples: k of iwae
     binarization: str
     merge_valid: bool
     is_samples: int
@@ -296,6 +326,8 @@ def setting_of(run: Run) -> Setting:
         inference=str(metrics["inference"]),
         objective=metrics.get("objective"),
         aux_samples=int(metrics.get("aux_samples") or test.get("aux_samples") or 0),
+        train_objective=str(metrics.get("train_objective") or DEFAULT_TRAIN_OBJECTIVE),
+        train_samples=int(metrics.get("train_samples") or 1),
         binarization=str(dataset.get("binarization", "unknown")),
         merge_valid=bool(dataset.get("merge_valid", False)),
         is_samples=int(test.get("is_samples", 0)),
@@ -354,16 +386,25 @@ def format_data(setting: Setting) -> str:
 
 
 def method_label(setting: Setting, table2: bool) -> str:
-    """`DLGM 1hl + VGP` (Table 1) or `draw + vgp` (Table 2), plus a non-default objective/K."""
+    """`DLGM 1hl + VGP` (Table 1) or `draw + vgp` (Table 2), plus the family's size, a
+    non-default objective, K and a non-default training objective with its k."""
     if table2:
         base = setting.model + ("" if setting.inference == "vae" else f" + {setting.inference}")
     else:
-        base = f"{MODEL_NAMES.get(setting.model, setting.model)} + {setting.inference.upper()}"
+        family = INFERENCE_NAMES.get(setting.inference, setting.inference.upper())
+        base = f"{MODEL_NAMES.get(setting.model, setting.model)} + {family}"
     variant = [] if setting.structure is None else [setting.structure]
+    if setting.inference in FAMILY_SIZES:
+        key, symbol = FAMILY_SIZES[setting.inference]
+        size = dict(setting.config).get(key)
+        if size is not None:
+            variant.append(f"{symbol}={size}")
     if setting.objective not in DEFAULT_OBJECTIVES:
         variant.append(str(setting.objective))
     if setting.aux_samples:
         variant.append(f"K={setting.aux_samples}")
+    if setting.train_objective != DEFAULT_TRAIN_OBJECTIVE:
+        variant.append(f"{setting.train_objective.upper()} k={setting.train_samples}")
     return base + (f" ({', '.join(variant)})" if variant else "")
 
 
@@ -401,6 +442,8 @@ def sort_key(setting: Setting) -> tuple:
         setting.inference,
         str(setting.objective),
         setting.aux_samples,
+        setting.train_objective,
+        setting.train_samples,
         setting.binarization,
         setting.merge_valid,
         setting.is_samples,
@@ -429,6 +472,8 @@ def record(
             inference=setting.inference,
             objective=setting.objective or "",
             aux_samples=setting.aux_samples,
+            train_objective=setting.train_objective,
+            train_samples=setting.train_samples,
             binarization=setting.binarization,
             merge_valid=setting.merge_valid,
             is_samples=setting.is_samples,
@@ -460,8 +505,9 @@ def likelihood_table(
         nll, bound = test_estimate(runs, "nll"), test_estimate(runs, "bound_nll")
         below = any(run.metrics["test"].get("is_below_bound") for run in runs)
         any_below |= below
-        paper_entry = PAPER["table1"].get((setting.model, setting.inference))
-        paper = paper_entry["value"] if (paper_entry and show_paper) else None
+        paper_entry = paper_row(setting) if show_paper else None
+        paper = paper_entry["value"] if paper_entry else None
+        paper_is = paper_entry.get("is_value", paper) if paper_entry else None
         label = method_label(setting, table2=False) + suffixes[setting]
         row = [
             label,
@@ -472,9 +518,11 @@ def likelihood_table(
         if show_paper:
             row += [
                 MISSING if paper is None else f"{paper:.2f}",
-                format_difference(nll, paper),
+                format_difference(nll, paper_is),
                 format_difference(bound, paper),
             ]
+            if paper_is != paper:
+                row[-3] += f" (IS {paper_is:.2f})"
         evaluations = ", ".join(sorted({run.evaluation for run in runs}))
         row += [
             format_data(setting),
@@ -484,7 +532,7 @@ def likelihood_table(
             evaluations,
         ]
         rows.append(row)
-        for quantity, value in (("nll", nll), ("bound_nll", bound)):
+        for quantity, value, reference in (("nll", nll, paper_is), ("bound_nll", bound, paper)):
             records.append(
                 record(
                     table_name,
@@ -496,8 +544,8 @@ def likelihood_table(
                     mean=value.mean,
                     stderr=value.stderr,
                     stderr_over="seeds" if value.n > 1 else "test images",
-                    paper="" if paper is None else paper,
-                    difference="" if paper is None else value.mean - paper,
+                    paper="" if reference is None else reference,
+                    difference="" if reference is None else value.mean - reference,
                     evaluation=evaluations,
                 )
             )
@@ -517,8 +565,12 @@ def likelihood_table(
             "paper (≤): the paper's Table 1 has columns -log p(x) and ≤; every number we "
             "compare with is in its ≤ column: DLGM + VAE is Burda et al. (2016), an "
             "importance-sampled estimate (k = 5000); DRAW is Gregor et al. (2015), a variational "
-            "bound; the paper does not say which estimator gives its VGP rows. DLGM 2hl + VAE "
-            "has no row in the paper. Δ = ours - paper (positive: ours is worse)."
+            "bound; the paper does not say which estimator gives its VGP rows. NF, HVI and IWAE "
+            "quote Rezende & Mohamed (2015), Salimans et al. (2015) and Burda et al. (2016); "
+            "HVI also has an IS estimate in the paper's -log p(x) column, shown as (IS ...) and "
+            "used for Δ IS. A row trained with IWAE (k samples) is set beside the paper's IWAE "
+            "row where it has one, else beside its family's row. DLGM 2hl + VAE has no row in "
+            "the paper. Δ = ours - paper (positive: ours is worse)."
         )
     if any_below:
         notes.append(
@@ -625,6 +677,16 @@ def gap_table(
     ]
     headers = ["method", "seeds", *(title for title, _, _ in GAP_COLUMNS)]
     return Table(f"Where the bound goes: {dataset}", headers, rows, notes), records
+
+
+def paper_row(setting: Setting) -> dict[str, Any] | None:
+    """The paper's Table 1 row for a setting: the training objective's own row, if any."""
+    rows = PAPER["table1"]
+    if setting.train_objective != DEFAULT_TRAIN_OBJECTIVE:
+        own = rows.get((setting.model, setting.inference, setting.train_objective))
+        if own is not None:
+            return own
+    return rows.get((setting.model, setting.inference))
 
 
 def epoch_value(run: Run, epoch: int) -> tuple[float, float | None, bool] | None:
@@ -860,6 +922,8 @@ CSV_FIELDS = [
     "inference",
     "objective",
     "aux_samples",
+    "train_objective",
+    "train_samples",
     "binarization",
     "merge_valid",
     "is_samples",

@@ -60,6 +60,7 @@ RESUMABLE_KEYS = (
 # key changes nothing unless another, older key turns it on).
 ANY = object()
 NEWER_KEYS: dict[str, Any] = {
+    "trainer.objective": "elbo",
     "inference.prior_mean": "zero",
     "inference.paper_auxiliary": "factorized",
     "inference.noise_ratio": ANY,  # read only by mean_field_scale=tied, newer itself

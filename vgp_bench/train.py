@@ -32,6 +32,7 @@ from vgp_bench.data.base import CorruptDataError, DatasetBundle, ImageSplit, Mis
 from vgp_bench.diagnostics import auxiliary_gap, head_diagnostics
 from vgp_bench.distributed import DistributedContext, init_distributed, shutdown_distributed
 from vgp_bench.divergence import divergence_reason, trivial_nll
+from vgp_bench.estimators import training_bound
 from vgp_bench.evaluate import estimate_split, format_summary, save_per_example
 from vgp_bench.images import reconstruction_pairs, save_grid
 from vgp_bench.inference.base import build_heads
@@ -145,23 +146,30 @@ class RunState:
 class BoundObjective(nn.Module):
     """Model and heads as one module (what DDP wraps): a batch's mean bound and named terms."""
 
-    def __init__(self, model: LatentVariableModel, heads: nn.ModuleDict) -> None:
+    def __init__(
+        self,
+        model: LatentVariableModel,
+        heads: nn.ModuleDict,
+        per_example_bound: Callable[[Tensor], Tensor],
+    ) -> None:
         super().__init__()
         self.model = model
         self.heads = heads
+        self.per_example_bound = per_example_bound  # trainer.objective: log w [S, B] -> [B]
 
     def forward(
         self, x: Tensor, n_samples: int, generator: torch.Generator, with_terms: bool = True
     ) -> tuple[Tensor, dict[str, Tensor]]:
         trace = self.model(x, self.heads, n_samples, generator)
+        batch_bound = self.per_example_bound(trace.log_weights).mean()
         if not with_terms:
-            return trace.log_weights.mean(), {}
+            return batch_bound, {}
         with torch.no_grad():  # for logging only
             terms = {name: value.mean() for name, value in trace.terms.items()}
             terms["log_q"] = trace.log_q.mean()
             if "log_likelihood" in trace.terms:  # the rest of the bound: a Monte Carlo KL
                 terms["kl"] = (trace.log_q - trace.log_p + trace.terms["log_likelihood"]).mean()
-        return trace.log_weights.mean(), terms
+        return batch_bound, terms
 
 
 class NullWriter:
@@ -272,6 +280,7 @@ def describe_run(cfg: DictConfig, data: DatasetBundle) -> dict[str, Any]:
         "optimizer": config_name(cfg.optim),
         "batch_size": int(cfg.trainer.batch_size),
         "train_samples": int(cfg.trainer.n_samples),
+        "train_objective": str(cfg.trainer.objective),
     }
 
 
@@ -443,7 +452,10 @@ class Trainer:
         self.metrics: dict[str, Any] = {}
         self.writer: SummaryWriter | NullWriter = NullWriter()
         self.epoch_bound_sum = torch.zeros((), device=parts.device)  # folded into state on save
-        self.objective: Callable[..., Any] = BoundObjective(parts.model, parts.heads)
+        self.per_example_bound = training_bound(str(cfg.trainer.objective))
+        self.objective: Callable[..., Any] = BoundObjective(
+            parts.model, parts.heads, self.per_example_bound
+        )
         self.ddp: DistributedDataParallel | None = None
         self.stop_request = StopRequest()
         self.log = run_logger()
@@ -452,7 +464,9 @@ class Trainer:
     # -- set-up ------------------------------------------------------------------------------
     def prepare_objective(self) -> None:
         """Wrap model and heads for DDP and torch.compile as the config asks (after resume)."""
-        objective: nn.Module = BoundObjective(self.parts.model, self.parts.heads)
+        objective: nn.Module = BoundObjective(
+            self.parts.model, self.parts.heads, self.per_example_bound
+        )
         if self.context.enabled:
             device_ids = [self.parts.device.index] if self.parts.device.type == "cuda" else None
             self.ddp = DistributedDataParallel(
@@ -740,7 +754,9 @@ class Trainer:
                     split_name="valid",
                     subset=cfg.valid_subset or 0,
                 )
-                record["valid_bound"] = -summary["bound_nll"]
+                # the training objective's value: IWAE's is the IS estimate at k = valid_samples
+                iwae = str(self.cfg.trainer.objective) == "iwae"
+                record["valid_bound"] = -summary["nll" if iwae else "bound_nll"]
                 self.writer.add_scalar("valid/bound", record["valid_bound"], self.state.step)
                 if record["valid_bound"] > self.state.best_valid_bound:
                     self.save("best.pt")

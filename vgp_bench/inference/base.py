@@ -9,13 +9,22 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
+LogJoint = Callable[[Tensor], Tensor]  # z [S, B, D] -> log p(x, z) [S, B], differentiable in z
+
 
 @dataclass(frozen=True)
 class SiteSpec:
-    """A stochastic site of a model: the size of the context it offers and of its latent z."""
+    """A stochastic site of a model: the size of the context it offers and of its latent z.
+
+    `offers_log_joint`: the model passes the head `log_joint(z)`, log p(x, z) as a function of
+    this site's z with everything else fixed (possible when the site holds all of the model's
+    latents, as the DLGM's joint site; not for DRAW's sequential steps). Heads that move z
+    along grad_z log p(x, z) (inference=hvi) need it and refuse sites without it.
+    """
 
     context_dim: int
     z_dim: int
+    offers_log_joint: bool = False
 
 
 @dataclass
@@ -33,7 +42,8 @@ class VariationalHead(nn.Module, ABC):
 
     `context` is either `[B, C]` (shared by all samples, so per-example work is done once)
     or `[S, B, C]` (one context per sample, as in DRAW where it depends on earlier draws).
-    All randomness comes from `generator`.
+    All randomness comes from `generator`. `log_joint` is given at sites whose spec
+    `offers_log_joint` (None elsewhere); heads that do not need it ignore it.
     """
 
     def __init__(self, spec: SiteSpec) -> None:
@@ -42,7 +52,11 @@ class VariationalHead(nn.Module, ABC):
 
     @abstractmethod
     def forward(
-        self, context: Tensor, n_samples: int, generator: torch.Generator | None = None
+        self,
+        context: Tensor,
+        n_samples: int,
+        generator: torch.Generator | None = None,
+        log_joint: LogJoint | None = None,
     ) -> SiteSample: ...
 
 

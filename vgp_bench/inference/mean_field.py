@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from vgp_bench.distributions import LOG_2PI, positive_scale
-from vgp_bench.inference.base import SiteSample, SiteSpec, VariationalHead
+from vgp_bench.inference.base import LogJoint, SiteSample, SiteSpec, VariationalHead
 from vgp_bench.nets import mlp
 
 
@@ -27,7 +27,11 @@ class MeanFieldHead(VariationalHead):
         self.min_scale = min_scale
 
     def forward(
-        self, context: Tensor, n_samples: int, generator: torch.Generator | None = None
+        self,
+        context: Tensor,
+        n_samples: int,
+        generator: torch.Generator | None = None,
+        log_joint: LogJoint | None = None,  # not needed: z does not depend on p
     ) -> SiteSample:
         mean, raw_scale = self.parameter_net(context).chunk(2, dim=-1)  # [B, D] or [S, B, D]
         scale = positive_scale(raw_scale, self.min_scale)

@@ -43,7 +43,7 @@ from vgp_bench.gp.conditional import (
 )
 from vgp_bench.gp.kernels import ARDKernel
 from vgp_bench.inference.auxiliary import AuxiliaryModel
-from vgp_bench.inference.base import SiteSample, SiteSpec, VariationalHead
+from vgp_bench.inference.base import LogJoint, SiteSample, SiteSpec, VariationalHead
 from vgp_bench.nets import mlp, output_dim
 
 OBJECTIVES = ("collapsed", "hierarchical", "paper")
@@ -280,7 +280,11 @@ class VGPHead(VariationalHead):
             self.scale_net.bias.fill_(raw + math.log(-math.expm1(-raw)))  # softplus^-1
 
     def forward(
-        self, context: Tensor, n_samples: int, generator: torch.Generator | None = None
+        self,
+        context: Tensor,
+        n_samples: int,
+        generator: torch.Generator | None = None,
+        log_joint: LogJoint | None = None,  # not needed: z does not depend on p
     ) -> SiteSample:
         # the GP algebra (Cholesky, triangular solves) stays float32 under bf16 autocast
         with torch.autocast(device_type=context.device.type, enabled=False):

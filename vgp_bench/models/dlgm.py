@@ -15,7 +15,7 @@ from vgp_bench.distributions import (
     positive_scale,
     standard_normal_log_prob,
 )
-from vgp_bench.inference.base import SiteSpec
+from vgp_bench.inference.base import SiteSample, SiteSpec
 from vgp_bench.models.base import LatentVariableModel
 from vgp_bench.nets import mlp, output_dim
 from vgp_bench.trace import Trace
@@ -27,7 +27,8 @@ class DLGM(LatentVariableModel):
     `latent_dims[l]` is the size of z_{l+1}; `hidden_dims[l]` the deterministic layers between
     layer l (x for l = 0) and z_{l+1}, used top-down by p and bottom-up by the recognition
     features. All latents form one site `z` (d = sum(latent_dims)), so a variational family
-    covers them jointly; its context is the concatenated bottom-up features of x.
+    covers them jointly; its context is the concatenated bottom-up features of x. Being the
+    only site, it offers the head log p(x, z) as a function of z (`SiteSpec.offers_log_joint`).
     """
 
     def __init__(
@@ -66,7 +67,11 @@ class DLGM(LatentVariableModel):
             )
             for layer in range(len(self.latent_dims) - 1)
         )
-        self.sites = {"z": SiteSpec(context_dim=context_dim, z_dim=sum(self.latent_dims))}
+        self.sites = {
+            "z": SiteSpec(
+                context_dim=context_dim, z_dim=sum(self.latent_dims), offers_log_joint=True
+            )
+        }
 
     @staticmethod
     def _context_dim(pixels: int, hidden_dims: Sequence[Sequence[int]]) -> int:
@@ -94,6 +99,25 @@ class DLGM(LatentVariableModel):
             )
         return total
 
+    def log_joint_terms(self, pixels: Tensor, z: Tensor) -> tuple[Tensor, Tensor]:
+        """log p(x | z_1) and log p(z_1..L), each `[S, B]`, for x `[B, P]` and z `[S, B, D]`."""
+        latents = z.split(self.latent_dims, dim=-1)  # each [S, B, d_l]
+        log_likelihood = bernoulli_log_prob(self.likelihood_net(latents[0]), pixels)
+        return log_likelihood, self.log_prior(latents)
+
+    def draw_latents(
+        self, x: Tensor, heads: nn.ModuleDict, n_samples: int, generator: torch.Generator | None
+    ) -> SiteSample:
+        """The head's draw of all latents for x, given log p(x, z) as a function of z."""
+        pixels = x.flatten(1)  # [B, P]
+
+        def log_joint(z: Tensor) -> Tensor:
+            log_likelihood, log_prior = self.log_joint_terms(pixels, z)
+            return log_likelihood + log_prior  # [S, B]
+
+        context = self.recognition_context(x)
+        return heads["z"](context, n_samples, generator, log_joint=log_joint)
+
     def forward(
         self,
         x: Tensor,
@@ -102,10 +126,8 @@ class DLGM(LatentVariableModel):
         generator: torch.Generator | None = None,
     ) -> Trace:
         check_binary(x)
-        site = heads["z"](self.recognition_context(x), n_samples, generator)
-        latents = site.z.split(self.latent_dims, dim=-1)  # each [S, B, d_l]
-        log_likelihood = bernoulli_log_prob(self.likelihood_net(latents[0]), x.flatten(1))
-        log_prior = self.log_prior(latents)
+        site = self.draw_latents(x, heads, n_samples, generator)
+        log_likelihood, log_prior = self.log_joint_terms(x.flatten(1), site.z)
         return Trace(
             log_p=log_likelihood + log_prior,
             log_q=site.log_q,
@@ -124,6 +146,6 @@ class DLGM(LatentVariableModel):
     def reconstruct(
         self, x: Tensor, heads: nn.ModuleDict, generator: torch.Generator | None = None
     ) -> Tensor:
-        site = heads["z"](self.recognition_context(x), 1, generator)
+        site = self.draw_latents(x, heads, 1, generator)
         z_bottom = site.z[0, :, : self.latent_dims[0]]  # [B, d_1]
         return torch.sigmoid(self.likelihood_net(z_bottom)).reshape(x.shape)

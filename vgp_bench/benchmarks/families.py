@@ -1,0 +1,75 @@
+"""Step time of every variational family of Table 1 on dlgm1, beside the VAE's (`make bench`).
+
+One real `Trainer.training_step` per timed step (batch 100, the paper's dlgm1), each family at
+its Table 1 configuration: the VAE, IWAE (k = 50), planar flows (k = 80), HVI (L = 8) and the
+VGP (default shared-basis outputs, and the paper's dense ones).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra import compose, initialize_config_dir
+
+from vgp_bench.runtime import CONFIG_DIR
+
+FAMILY_OVERRIDES: dict[str, list[str]] = {
+    "vae": ["inference=vae"],
+    "iwae (k=50)": ["inference=vae", "trainer.objective=iwae", "trainer.n_samples=50"],
+    "planar_flow (k=80)": ["inference=planar_flow", "inference.flow_length=80"],
+    "hvi (L=8)": ["inference=hvi", "inference.leapfrog_steps=8"],
+    "vgp shared_basis": ["inference=vgp"],
+    "vgp dense (paper)": ["inference=vgp", "inference.outputs=dense"],
+}
+
+
+def data_overrides() -> list[str]:
+    """Converted MNIST when it is in the repository's data/, else synthetic images alike."""
+    data_dir = Path(CONFIG_DIR).parent / "data"
+    if (data_dir / "mnist.h5").exists():
+        return ["dataset=mnist", f"data_dir={data_dir}"]
+    return ["dataset=synthetic", "dataset.n_train=2000", "dataset.n_test=100"]
+
+
+def step_time(overrides: list[str], steps: int, warmup: int = 2) -> dict[str, float]:
+    """Milliseconds per training step of dlgm1 with `overrides`, on the CPU, batch 100."""
+    from vgp_bench.train import NullWriter, Trainer, build_components
+
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose(
+            config_name="config",
+            overrides=[*data_overrides(), "model=dlgm1", "device=cpu", *overrides],
+        )
+    trainer = Trainer(cfg, Path("bench/scratch"), build_components(cfg))
+    trainer.writer = NullWriter()
+    batch = torch.arange(int(cfg.trainer.batch_size))
+    for _ in range(warmup):
+        trainer.training_step(batch, with_terms=False)
+    started = time.perf_counter()
+    for _ in range(steps):
+        trainer.training_step(batch, with_terms=False)
+    elapsed = time.perf_counter() - started
+    return {"ms_per_step": 1000 * elapsed / steps, "steps": steps}
+
+
+def bench_families(quick: bool) -> dict[str, Any]:
+    """Each family's dlgm1 step time and its ratio to the VAE's."""
+    steps = 3 if quick else 20
+    results: dict[str, Any] = {}
+    for name, overrides in FAMILY_OVERRIDES.items():
+        results[name] = step_time(overrides, steps)
+    base = results["vae"]["ms_per_step"]
+    for name in FAMILY_OVERRIDES:
+        results[name]["step_ratio_to_vae"] = results[name]["ms_per_step"] / base
+    results["threads"] = torch.get_num_threads()
+    return results
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    print(json.dumps(bench_families("--quick" in sys.argv), indent=2))
