@@ -37,7 +37,17 @@ FAMILIES = tuple(FAMILY_CONFIGS)
 # few auxiliary importance samples (a tighter bound and far lighter-tailed weights). Planar
 # flow: 16 maps, where 80 cost five times the time for little gain in two dimensions.
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
-    "vgp": {"variational_data_size": 32, "jitter": 1e-2, "aux_samples": 4, "outputs": "dense"},
+    # the zero-mean GP with T = S at the start (identity_start): the black-box form, which the
+    # amortized defaults of configs/inference/vgp.yaml (identity prior mean, tied sigma) are not
+    "vgp": {
+        "variational_data_size": 32,
+        "jitter": 1e-2,
+        "aux_samples": 4,
+        "outputs": "dense",
+        "prior_mean": "zero",
+        "mean_field_scale": "context",
+        "kernel_variance": 1.0,
+    },
     "mean_field": {},
     "planar_flow": {"flow_length": 16},
     "hvi": {},
