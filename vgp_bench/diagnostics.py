@@ -27,10 +27,12 @@ class _RecordingHead(nn.Module):
         self.head = head
         self.context: Tensor | None = None
 
-    def forward(self, context: Tensor, n_samples: int, generator: Any = None) -> SiteSample:
+    def forward(
+        self, context: Tensor, n_samples: int, generator: Any = None, **site: Any
+    ) -> SiteSample:
         if self.context is None:
             self.context = context.detach()
-        return self.head(context, n_samples, generator)
+        return self.head(context, n_samples, generator, **site)
 
 
 @torch.no_grad()
