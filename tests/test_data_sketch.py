@@ -20,15 +20,13 @@ from omegaconf import OmegaConf
 
 from tests.sketch_fixture import write_sketch_tree, write_sketch_zip
 from vgp_bench.data.base import CorruptDataError, MissingDataError
-from vgp_bench.data.sketch import (
+from vgp_bench.data.sketch import default_dilation, load_sketch, output_path
+from vgp_bench.data.sketch_convert import (
     CorruptImagesError,
     add_arguments,
     convert_sketch,
-    default_dilation,
     dilate,
     held_out_count,
-    load_sketch,
-    output_path,
     run,
     sketch_to_binary,
     split_category,

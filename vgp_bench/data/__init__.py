@@ -1,4 +1,4 @@
-"""Datasets: each module reads its own files and returns a DatasetBundle; nothing else reads files."""
+"""Datasets: each loader reads its own files and returns a DatasetBundle; nothing else does."""
 
 from vgp_bench.data.base import CorruptDataError, DatasetBundle, ImageSplit, MissingDataError
 

@@ -125,6 +125,28 @@ class DatasetBundle:
         return DatasetBundle(self.train.to(device), self.test.to(device), valid, dict(self.info))
 
 
+def check_binarization(binarization: str) -> None:
+    """Refuse a `dataset.binarization` other than fixed or dynamic."""
+    if binarization not in ("fixed", "dynamic"):
+        raise ValueError(f"dataset.binarization must be 'fixed' or 'dynamic', got {binarization!r}")
+
+
+def check_subset(subset: int | None) -> None:
+    """Refuse a `dataset.subset` that is not a positive number of images or null."""
+    if subset is not None and subset < 1:
+        raise ValueError(
+            f"dataset.subset must be a positive number of images or null, got {subset}"
+        )
+
+
+def first_images(splits: dict[str, ImageSplit], subset: int | None) -> dict[str, ImageSplit]:
+    """The first `subset` images of each split (all of them when `subset` is None)."""
+    check_subset(subset)
+    if subset is None:
+        return splits
+    return {name: split.subset(subset) for name, split in splits.items()}
+
+
 def bernoulli_binarize(grey: Tensor, seed: int) -> Tensor:
     """One fixed Bernoulli draw of uint8 grey levels (probability = grey / 255), as uint8 0/1."""
     generator = torch.Generator().manual_seed(seed)

@@ -8,8 +8,11 @@ import sys
 
 # subcommand -> (module exposing add_arguments(parser) and run(args) -> int, one-line help)
 SUBCOMMANDS = {
-    "mnist": ("vgp_bench.data.mnist", "binarized MNIST (50k/10k/10k) into data/mnist.h5"),
-    "sketch": ("vgp_bench.data.sketch", "TU-Berlin sketches (18k/2k) into data/sketch-*.h5"),
+    "mnist": ("vgp_bench.data.mnist_convert", "binarized MNIST (50k/10k/10k) into data/mnist.h5"),
+    "sketch": (
+        "vgp_bench.data.sketch_convert",
+        "TU-Berlin sketches (18k/2k) into data/sketch-*.h5",
+    ),
 }
 
 

@@ -7,15 +7,16 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from vgp_bench.data.base import DatasetBundle, ImageSplit
+from vgp_bench.data.base import DatasetBundle, ImageSplit, check_binarization, check_subset
 
 
 def prototype_images(shape: Sequence[int], n_prototypes: int, seed: int) -> torch.Tensor:
     """Smooth grey-level prototypes in [0, 1], `[K, C, H, W]` (blurred random blobs)."""
     generator = torch.Generator().manual_seed(seed)
     channels, height, width = (int(v) for v in shape)
-    coarse = torch.rand(n_prototypes, channels, max(2, height // 4), max(2, width // 4),
-                        generator=generator)
+    coarse = torch.rand(
+        n_prototypes, channels, max(2, height // 4), max(2, width // 4), generator=generator
+    )
     smooth = F.interpolate(coarse, size=(height, width), mode="bilinear", align_corners=False)
     return (smooth - 0.5).mul(6.0).sigmoid()
 
@@ -32,8 +33,8 @@ def load_synthetic(
     subset: int | None = None,
 ) -> DatasetBundle:
     """Images binarized from noisy prototypes; `dynamic` keeps grey levels for train."""
-    if binarization not in ("fixed", "dynamic"):
-        raise ValueError(f"dataset.binarization must be fixed or dynamic, got {binarization!r}")
+    check_binarization(binarization)
+    check_subset(subset)
     prototypes = prototype_images(shape, n_prototypes, seed)
     generator = torch.Generator().manual_seed(seed + 1)
     sizes = {"train": n_train, "valid": n_valid, "test": n_test}
@@ -53,5 +54,6 @@ def load_synthetic(
         "seed": seed,
         "split_sizes": {name: len(split) for name, split in splits.items()},
     }
-    return DatasetBundle(train=splits["train"], valid=splits["valid"], test=splits["test"],
-                         info=info)
+    return DatasetBundle(
+        train=splits["train"], valid=splits["valid"], test=splits["test"], info=info
+    )

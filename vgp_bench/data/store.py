@@ -1,0 +1,83 @@
+"""Files the package writes and reads back: atomic writes, HDF5 attributes, "already built"."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any, Literal
+
+import numpy as np
+
+from vgp_bench.data.base import CorruptDataError
+
+FileState = Literal["match", "different", "unreadable"]
+
+
+def current_umask() -> int:
+    """The process's file-creation mask (read by setting it and putting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@contextmanager
+def atomic_file(path: str | Path) -> Iterator[Path]:
+    """A temporary path `.<name>.*.tmp` beside `path`, renamed over `path` on success.
+
+    For writers that need a name (h5py). The file gets the usual permissions, 0666 less the
+    umask (mkstemp alone makes 0600); on any error the temporary file is removed.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        try:
+            os.fchmod(handle, 0o666 & ~current_umask())
+        finally:
+            os.close(handle)
+        yield Path(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write(path: str | Path, write: Callable[[IO[bytes]], Any]) -> None:
+    """Call `write(stream)` on a temporary file, flush it to disk, then rename it over `path`."""
+    with atomic_file(path) as temporary, open(temporary, "wb") as stream:
+        write(stream)
+        stream.flush()
+        os.fsync(stream.fileno())
+
+
+def plain_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """HDF5 attributes as plain Python values (numpy scalars to int, float, bool; for JSON)."""
+    return {
+        key: value.item() if isinstance(value, np.generic) else value
+        for key, value in attrs.items()
+    }
+
+
+def existing_file_state(
+    path: Path, read_attrs: Callable[[Path], Mapping[str, Any]], wanted: Mapping[str, Any]
+) -> tuple[FileState, str]:
+    """("match" | "different" | "unreadable", why) for a file already at `path`.
+
+    `read_attrs` checks the file as far as its dataset wants and raises CorruptDataError when
+    it cannot be used; "match" means it passed and holds every `wanted` attribute value.
+    """
+    try:
+        attrs = read_attrs(path)
+    except CorruptDataError as error:
+        return "unreadable", str(error)
+    differences = [
+        f"{key} {attrs.get(key)!r} (wanted {value!r})"
+        for key, value in wanted.items()
+        if attrs.get(key) != value
+    ]
+    if differences:
+        return "different", "; ".join(differences)
+    return "match", ""
