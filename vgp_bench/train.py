@@ -38,6 +38,7 @@ from vgp_bench.runtime import (
     build,
     code_version,
     config_name,
+    limit_gpu_memory,
     make_generator,
     resolve_device,
 )
@@ -130,6 +131,7 @@ def build_components(
     device = resolve_device(str(cfg.device))
     if context is not None and context.enabled and device.type == "cuda":
         device = torch.device("cuda", context.local_rank)
+    limit_gpu_memory(device, cfg.trainer.get("gpu_memory_fraction"))
     data = load_data(cfg) if data is None else data
     torch.manual_seed(int(cfg.seed))  # parameter initialisation
     model = build(cfg.model, x_shape=data.x_shape).to(device)
@@ -194,10 +196,29 @@ def stop_signals() -> Iterator[dict[str, int]]:
             signal.signal(signum, old)
 
 
-def compile_with_fallback(module: nn.Module) -> Callable[..., Any]:
-    """torch.compile `module`; if compiling or its first call fails, warn and run eagerly."""
+COMPILE_MODES = ("auto", "default", "reduce-overhead", "max-autotune")
+
+
+def compile_mode(requested: str, device: torch.device) -> str | None:
+    """torch.compile's mode for `trainer.compile_mode` (None: torch's default mode).
+
+    `auto` captures the step in CUDA graphs (reduce-overhead) on CUDA, where a batch-100 step
+    is launch-bound, and keeps the default mode elsewhere (CUDA graphs need a GPU).
+    """
+    if requested not in COMPILE_MODES:
+        raise ConfigError(
+            f"trainer.compile_mode must be one of {list(COMPILE_MODES)}, got {requested!r}"
+        )
+    if requested == "auto":
+        return "reduce-overhead" if device.type == "cuda" else None
+    return None if requested == "default" else requested
+
+
+def compile_with_fallback(module: nn.Module, mode: str | None = None) -> Callable[..., Any]:
+    """torch.compile `module` (in `mode`); if compiling or its first call fails, warn and run
+    eagerly."""
     try:
-        compiled = torch.compile(module)
+        compiled = torch.compile(module) if mode is None else torch.compile(module, mode=mode)
     except Exception as error:  # backend missing on this platform
         warnings.warn(
             f"trainer.compile: torch.compile unavailable ({error}); running eagerly", stacklevel=2
@@ -308,6 +329,7 @@ class Trainer:
         self.epoch_bound_sum = torch.zeros((), device=parts.device)  # folded into state on save
         self.objective: Callable[..., Any] = BoundObjective(parts.model, parts.heads)
         self.ddp: DistributedDataParallel | None = None
+        self.graphed_steps = False
 
     # -- set-up ------------------------------------------------------------------------------
     def prepare_objective(self) -> None:
@@ -321,7 +343,19 @@ class Trainer:
                 find_unused_parameters=bool(self.trainer_cfg.find_unused_parameters),
             )
             objective = self.ddp
-        self.objective = compile_with_fallback(objective) if self.trainer_cfg.compile else objective
+        self.objective = objective
+        self.graphed_steps = False  # CUDA graphs: each call starts a new graph-replay step
+        if self.trainer_cfg.compile:
+            requested = str(self.trainer_cfg.get("compile_mode", "auto"))
+            mode = compile_mode(requested, self.parts.device)
+            self.objective = compile_with_fallback(objective, mode)
+            self.graphed_steps = mode == "reduce-overhead"
+
+    def call_objective(self, x: Tensor, generator: torch.Generator, with_terms: bool) -> Any:
+        """The objective on one shard (a new CUDA-graph step first, when graphs are used)."""
+        if self.graphed_steps:
+            torch.compiler.cudagraph_mark_step_begin()
+        return self.objective(x, int(self.trainer_cfg.n_samples), generator, with_terms)
 
     def autocast(self) -> Any:
         if str(self.trainer_cfg.precision) == "bf16":
@@ -424,7 +458,7 @@ class Trainer:
             generator = self.generators[0]
             x = parts.data.train.gather(indices, generator)
             with self.autocast():
-                bound, terms = self.objective(x, int(cfg.n_samples), generator, with_terms)
+                bound, terms = self.call_objective(x, generator, with_terms)
             (-bound).backward()
             bound = bound.detach().float()
         else:
@@ -456,7 +490,7 @@ class Trainer:
         self, indices: Tensor, with_terms: bool = True
     ) -> tuple[Tensor, dict[str, Tensor]]:
         """Accumulate the gradient of the global batch's mean bound over this rank's shards."""
-        parts, cfg = self.parts, self.trainer_cfg
+        parts = self.parts
         shards = indices.tensor_split(self.total_shards)
         batch_size = indices.numel()
         # DDP averages gradients over ranks: scale each rank's share back to a sum
@@ -472,7 +506,7 @@ class Trainer:
             sync = self.ddp.no_sync() if self.ddp is not None and not last else nullcontext()
             with sync:
                 with self.autocast():
-                    bound, terms = self.objective(x, int(cfg.n_samples), generator, with_terms)
+                    bound, terms = self.call_objective(x, generator, with_terms)
                 weight = shard_indices.numel() / batch_size * scale
                 (-(bound.float() * weight)).backward()
             bound_total = bound_total + bound.detach().float() * weight
