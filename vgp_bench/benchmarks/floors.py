@@ -243,3 +243,33 @@ def gp_core(m: int, c: int, queries: int, device: torch.device) -> Callable[[], 
         (weights.sum() + projection.pow(2).sum()).backward()
 
     return step
+
+
+def solves_only(m: int, queries: int, device: torch.device) -> Callable[[], None]:
+    """The two triangular solves of Eq. 4 against `queries` columns, forward and backward,
+    with the factor given (DRAW reuses one factor for all its steps)."""
+    generator = torch.Generator(device=device).manual_seed(0)
+    factor = torch.eye(m, device=device) + torch.randn(
+        m, m, generator=generator, device=device
+    ).tril(-1) / (10 * m)
+    factor.requires_grad_()
+    cross = torch.randn(m, queries, generator=generator, device=device).requires_grad_()
+
+    def step() -> None:
+        projection = torch.linalg.solve_triangular(factor, cross, upper=False)
+        weights = torch.linalg.solve_triangular(factor.mT, projection, upper=True)
+        (weights.sum() + projection.pow(2).sum()).backward()
+
+    return step
+
+
+def linear_layer(in_dim: int, out_dim: int, batch: int, device: torch.device) -> Callable[[], None]:
+    """A linear layer's matmuls, forward and backward (weight and input gradients)."""
+    layer = torch.nn.Linear(in_dim, out_dim, device=device)
+    inputs = torch.randn(batch, in_dim, device=device, requires_grad=True)
+
+    def step() -> None:
+        layer.zero_grad(set_to_none=False)
+        layer(inputs).sum().backward()
+
+    return step
