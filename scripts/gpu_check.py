@@ -36,6 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 MODELS = ("dlgm1", "dlgm2", "draw")
 INFERENCES = ("vae", "vgp")
 PARTS = ("tests", "bench", "epochs", "eval", "torchrun")
+EPOCH_MODELS = ("dlgm1", "draw")
 
 # tiny runs for the CPU smoke mode: plumbing, in seconds
 TINY_RUN = [
@@ -154,12 +155,12 @@ def train_command(overrides: list[str]) -> list[str]:
 
 
 def short_epochs(
-    device: str, smoke: bool, out_dir: Path, timeout: int
+    device: str, smoke: bool, out_dir: Path, timeout: int, models: list[str]
 ) -> tuple[dict[str, Any], Path | None]:
     """One short epoch of dlgm1 and of DRAW with each inference, through vgp-train."""
     results: dict[str, Any] = {}
     checkpoint = None
-    for model in ("dlgm1", "draw"):
+    for model in models:
         for inference in INFERENCES:
             name = f"{model} {inference}"
             run_dir = out_dir / "runs" / f"{model}_{inference}"
@@ -294,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
         help="tiny sizes on the CPU even when a GPU is present (what a CPU machine runs)",
     )
     parser.add_argument("--skip", nargs="*", default=[], choices=PARTS, help="parts to leave out")
+    parser.add_argument(
+        "--epoch-models", nargs="*", default=list(EPOCH_MODELS), choices=EPOCH_MODELS
+    )
     args = parser.parse_args(argv)
     cuda = torch.cuda.is_available() and not args.cpu_smoke
     smoke = not cuda
@@ -339,7 +343,9 @@ def main(argv: list[str] | None = None) -> int:
         save()
     checkpoint = None
     if "epochs" not in args.skip:
-        parts["short_epochs"], checkpoint = short_epochs(device, smoke, work, limits["epoch"])
+        parts["short_epochs"], checkpoint = short_epochs(
+            device, smoke, work, limits["epoch"], args.epoch_models
+        )
         save()
     if "eval" not in args.skip:
         parts["evaluation"] = evaluation(checkpoint, device, smoke, limits["eval"])
@@ -349,6 +355,11 @@ def main(argv: list[str] | None = None) -> int:
         parts[f"torchrun_{backend}"] = torchrun(backend, device, work, limits["torchrun"])
         save()
     results["skipped"] += [f"{name}: --skip" for name in args.skip]
+    results["skipped"] += [
+        f"short epochs of {model}: --epoch-models"
+        for model in EPOCH_MODELS
+        if model not in args.epoch_models and "epochs" not in args.skip
+    ]
     failures = []
     for name, part in parts.items():
         if "status" in part:
