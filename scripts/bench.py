@@ -599,7 +599,7 @@ def table(results: dict[str, Any]) -> str:
         lines += ["", "| target | measured | required | met |", "| --- | ---: | ---: | --- |"]
         for check in targets:
             lines.append(
-                f"| {check['target']} | {check['measured']:.2f} | {check['required']} | "
+                f"| {check['target']} | {check['measured']:.3f} | {check['required']} | "
                 f"{'yes' if check['met'] else 'no'} |"
             )
     return "\n".join(lines)
