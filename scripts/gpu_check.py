@@ -65,7 +65,11 @@ def data_overrides(smoke: bool) -> list[str]:
 
 
 def run_part(
-    name: str, command: list[str], timeout: int, env: dict[str, str] | None = None
+    name: str,
+    command: list[str],
+    timeout: int,
+    env: dict[str, str] | None = None,
+    cwd: Path = REPO,
 ) -> dict[str, Any]:
     """Run one part in its own process: status, seconds and the tail of its output."""
     print(f"gpu-check: {name} ...", flush=True)
@@ -74,7 +78,7 @@ def run_part(
     try:
         finished = subprocess.run(
             command,
-            cwd=REPO,
+            cwd=cwd,
             env=environment,
             capture_output=True,
             text=True,
@@ -205,7 +209,9 @@ def short_epochs(
     return results, checkpoint
 
 
-def evaluation(checkpoint: Path | None, device: str, smoke: bool, timeout: int) -> dict[str, Any]:
+def evaluation(
+    checkpoint: Path | None, device: str, smoke: bool, timeout: int, out_dir: Path
+) -> dict[str, Any]:
     if checkpoint is None or not checkpoint.exists():
         return {"status": "failed", "reason": "no checkpoint: the dlgm1 vgp epoch failed"}
     samples, subset = (6, 10) if smoke else (1000, 1000)
@@ -220,7 +226,8 @@ def evaluation(checkpoint: Path | None, device: str, smoke: bool, timeout: int) 
     ]
     if not smoke:
         command.append(f"data_dir={REPO / 'data'}")
-    result = run_part("evaluation", command, timeout)
+    # vgp-eval logs to evaluate.log where it starts: start it in the scratch folder
+    result = run_part("evaluation", command, timeout, cwd=out_dir)
     output = result.pop("_output")
     match = re.search(r"^\s*nll: ([-\d.e+]+)", output, re.MULTILINE)
     result["nll"] = float(match.group(1)) if match else None
@@ -302,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     cuda = torch.cuda.is_available() and not args.cpu_smoke
     smoke = not cuda
     device = "cuda" if cuda else "cpu"
-    out = Path(args.out)
+    out = Path(args.out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpu_check_", dir=out.parent))
     started = time.perf_counter()
@@ -348,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         save()
     if "eval" not in args.skip:
-        parts["evaluation"] = evaluation(checkpoint, device, smoke, limits["eval"])
+        parts["evaluation"] = evaluation(checkpoint, device, smoke, limits["eval"], work)
         save()
     if "torchrun" not in args.skip:
         backend = "nccl" if cuda else "gloo"
