@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 RUN_DIR ?= outputs/default
 
-.PHONY: setup data run test test-all lint format bench tensorboard clean
+.PHONY: setup data run test test-all lint format bench gpu-check tensorboard clean
 
 setup: $(STAMP)
 
@@ -37,11 +37,17 @@ format: setup
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# BENCH_ARGS: e.g. --threads 2 on a shared machine, --quick for a smoke run
 bench: setup
-	$(BIN)/python scripts/bench.py --out bench/results.json
+	$(BIN)/python scripts/bench.py --out bench/results.json $(BENCH_ARGS)
+
+# every CUDA path run and timed, one JSON; on a CPU-only machine a tiny smoke run that says
+# what it skipped
+gpu-check: setup
+	$(BIN)/python scripts/gpu_check.py --out gpu_check/results.json
 
 tensorboard: setup
 	$(BIN)/tensorboard --logdir outputs
 
 clean:
-	rm -rf outputs multirun bench .pytest_cache .ruff_cache
+	rm -rf outputs multirun bench gpu_check .pytest_cache .ruff_cache

@@ -1,7 +1,14 @@
 #!/usr/bin/env python
-"""`make bench`: training and IS-evaluation throughput of the runner, written as JSON.
+"""`make bench`: each training step against its floor, and the runner against plain loops.
 
-Numbers, not tests: each entry says what was measured, on which data and threads.
+For every configuration: the median step time; its floor, measured in the same run on the same
+threads (the step's matmuls, Cholesky factorizations and triangular solves, forward and
+backward, replayed alone, plus one optimizer update); (time - floor) / floor, the part of the
+step that is not arithmetic; the step's FLOPs (torch's FlopCounterMode, Cholesky and solves
+added) and achieved GFLOP/s beside the machine's measured matmul GFLOP/s. Then issue 13's
+targets, each met or missed, and `misses`: the measured ratio and the reason, in numbers.
+Comparisons interleave their blocks (runner, plain, runner, ...) and report medians: the
+machine may be shared, and the load average is recorded.
 """
 
 from __future__ import annotations
@@ -9,19 +16,62 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import platform
+import statistics
 import time
+import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 from tqdm import tqdm
 
-from vgp_bench.benchmarks import plain_vae
+from vgp_bench.benchmarks import floors, plain_vae
 from vgp_bench.evaluate import estimate_split
 from vgp_bench.runtime import code_version, make_generator
 from vgp_bench.train import NullWriter, Trainer, build_components
 
 REPO = Path(__file__).resolve().parent.parent
+TINY_SIZES = False  # set by --tiny
+
+# model x inference configurations whose step is measured against its floor
+CONFIGS: dict[str, list[str]] = {
+    "dlgm1 vae": ["model=dlgm1", "inference=vae"],
+    "dlgm1 vgp shared_basis": ["model=dlgm1", "inference=vgp"],
+    "dlgm1 vgp low_rank": ["model=dlgm1", "inference=vgp", "inference.outputs=low_rank"],
+    "dlgm1 vgp dense (paper)": ["model=dlgm1", "inference=vgp", "inference.outputs=dense"],
+    "dlgm2 vae": ["model=dlgm2", "inference=vae"],
+    "dlgm2 vgp shared_basis": ["model=dlgm2", "inference=vgp"],
+    "dlgm2 vgp dense (paper)": ["model=dlgm2", "inference=vgp", "inference.outputs=dense"],
+    "draw vae": ["model=draw", "inference=vae"],
+    "draw vgp shared_basis": ["model=draw", "inference=vgp"],
+    "draw vgp dense (paper)": ["model=draw", "inference=vgp", "inference.outputs=dense"],
+}
+# tiny sizes for a CPU smoke run (scripts/gpu_check.py --cpu-smoke): plumbing, not speed
+TINY_DATA = ["dataset=synthetic", "dataset.n_train=400", "dataset.n_test=100"]
+TINY_MODEL = {
+    "dlgm1": ["model.latent_dims=[4]", "model.hidden_dims=[[32]]"],
+    "dlgm2": ["model.latent_dims=[4,3]", "model.hidden_dims=[[32],[16]]"],
+    "draw": ["model.steps=3", "model.encoder_size=32", "model.decoder_size=32", "model.z_dim=4"],
+}
+
+
+def tiny(overrides: list[str]) -> list[str]:
+    """`overrides` at tiny sizes: batch 20, small nets, m = 16."""
+    model = next(o.split("=", 1)[1] for o in overrides if o.startswith("model="))
+    vgp = ["inference.variational_data_size=16"] if "inference=vgp" in overrides else []
+    return [*overrides, *TINY_MODEL[model], *vgp, "trainer.batch_size=20"]
+
+
+VARIANTS = {"fp32": [], "bf16": ["trainer.precision=bf16"], "compile": ["trainer.compile=true"]}
+TARGETS = {
+    "runner_training_vs_plain": 1.0,
+    "compiled_runner_vs_plain_eager": 1.3,
+    "is_evaluation_vs_naive": 2.0,
+    "step_over_floor": 1.25,
+}
 
 
 def compose(overrides: list[str]):
@@ -33,178 +83,434 @@ def compose(overrides: list[str]):
 
 
 def data_overrides() -> list[str]:
-    """Real MNIST when converted, else synthetic images of the same shape."""
+    """Real MNIST when converted, else synthetic images of the same shape (tiny: TINY_DATA)."""
+    if TINY_SIZES:
+        return TINY_DATA
     if (REPO / "data" / "mnist.h5").exists():
         return ["dataset=mnist", f"data_dir={REPO / 'data'}"]
     return ["dataset=synthetic", "dataset.n_train=10000", "dataset.n_test=1000"]
 
 
-def make_trainer(overrides: list[str]) -> Trainer:
-    """A Trainer of the real configs on CPU, logging nowhere, checkpointing never."""
+def make_trainer(overrides: list[str], device: str = "cpu") -> Trainer:
+    """A Trainer of the real configs, logging nowhere, checkpointing never, objective prepared."""
     cfg = compose(
         [
             *data_overrides(),
-            "device=cpu",
+            f"device={device}",
             "trainer.progress=false",
             "trainer.checkpoint_every=1000000",
+            "trainer.epochs=1000000",
             *overrides,
         ]
     )
     trainer = Trainer(cfg, REPO / "bench" / "scratch", build_components(cfg))
     trainer.writer = NullWriter()
+    trainer.prepare_objective()
     return trainer
 
 
-def runner_training(overrides: list[str], steps: int, warmup: int = 5) -> dict:
-    """Examples/s of the real training loop (Trainer.run_epoch), data already in memory."""
-    trainer = make_trainer(overrides)
-    cfg = trainer.cfg
-    with tqdm(disable=True) as bar:
-        cfg.trainer.max_steps = warmup
-        trainer.run_epoch({}, bar)
-        cfg.trainer.max_steps = warmup + steps
-        started = time.perf_counter()
-        trainer.run_epoch({}, bar)
-        elapsed = time.perf_counter() - started
-    batch = int(cfg.trainer.batch_size)
-    return {
-        "examples_per_s": steps * batch / elapsed,
-        "ms_per_step": 1000 * elapsed / steps,
-        "steps": steps,
-        "batch_size": batch,
-    }
-
-
-def runner_is(overrides: list[str], examples: int, samples: int) -> dict:
-    """IS samples/s of the evaluator (chunks of samples as single batched passes)."""
-    cfg = compose([*data_overrides(), "device=cpu", *overrides])
-    parts = build_components(cfg)
-    split = parts.data.test.subset(examples)
+def run_steps(trainer: Trainer, steps: int) -> float:
+    """Seconds per step of `steps` more steps of the real loop (Trainer.run_epoch)."""
+    cfg = trainer.trainer_cfg
+    device = trainer.parts.device
+    floors.synchronize(device)
     started = time.perf_counter()
-    estimate_split(
-        parts.model,
-        parts.heads,
-        split,
-        samples,
-        int(cfg.eval.chunk_size),
-        int(cfg.eval.batch_size),
-        make_generator(parts.device, 0),
-        parts.device,
-    )
-    elapsed = time.perf_counter() - started
-    return {
-        "samples_per_s": examples * samples / elapsed,
-        "examples": examples,
-        "is_samples": samples,
-        "chunk_size": int(cfg.eval.chunk_size),
+    done = 0
+    with tqdm(disable=True) as bar:
+        while done < steps:
+            before = trainer.state.step
+            cfg.max_steps = before + steps - done
+            trainer.run_epoch({}, bar)
+            done += trainer.state.step - before  # (an epoch ended: go on with the next)
+    floors.synchronize(device)
+    return (time.perf_counter() - started) / steps
+
+
+def one_step(trainer: Trainer) -> Callable[[], Any]:
+    """One training step on the first batch of the epoch (no logging terms)."""
+    indices = torch.arange(int(trainer.trainer_cfg.batch_size))
+    return lambda: trainer.training_step(indices, with_terms=False)
+
+
+def load_average() -> list[float] | None:
+    try:
+        return [round(value, 2) for value in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    """Median and quartiles, for numbers measured on a shared machine."""
+    if len(values) < 2:
+        return {"median": values[0], "low": values[0], "high": values[0]}
+    quartiles = statistics.quantiles(values, n=4)
+    return {"median": statistics.median(values), "low": quartiles[0], "high": quartiles[2]}
+
+
+# -- steps against their floors ----------------------------------------------------------------
+def floor_of(trainer: Trainer, device: torch.device) -> tuple[list, float, Callable[[], float]]:
+    """(recorded linear algebra, FLOPs of a step, a function timing one floor measurement)."""
+    step = one_step(trainer)
+    step()  # caches warm, lazy state built
+    calls = floors.record_linear_algebra(step)
+    flops = floors.count_flops(step)
+
+    def measure() -> float:
+        linear_algebra = floors.replay_seconds(calls, device, repeats=1)[0]
+        update = floors.update_seconds(trainer.parts.optimizer, device, repeats=1)[0]
+        return linear_algebra + update
+
+    return calls, flops, measure
+
+
+def gp_components(trainer: Trainer, device: torch.device, repeats: int) -> dict[str, float]:
+    """The issue's VGP floor pieces: Cholesky + two solves (forward and backward) at the
+    batch's query count, and for dense T(h) the T layer's matmuls, per step."""
+    head = trainer.parts.heads["z"]
+    if not hasattr(head, "data_size"):
+        return {}
+    batch = int(trainer.trainer_cfg.batch_size) * int(trainer.trainer_cfg.n_samples)
+    calls_per_step = int(getattr(trainer.parts.model, "steps", 1))
+    core = floors.gp_core(head.data_size, head.latent_input_dim, batch, device)
+    gp_ms = floors.median_ms(floors.seconds_per_call(core, repeats, device))
+    # DRAW: one Cholesky per minibatch (cached), one pair of solves per step
+    solves = floors.solves_only(head.data_size, batch, device)
+    solves_ms = floors.median_ms(floors.seconds_per_call(solves, repeats, device))
+    result = {
+        "gp_core_ms": gp_ms + (calls_per_step - 1) * solves_ms,
+        "gp_core_what": f"m={head.data_size}: 1 Cholesky fwd+bwd, {calls_per_step} x 2 "
+        f"triangular solves fwd+bwd at {batch} query columns",
     }
+    if head.outputs_mode == "dense":
+        layer = head.output_net
+        t_layer = floors.linear_layer(layer.in_features, layer.out_features, batch, device)
+        t_ms = floors.median_ms(floors.seconds_per_call(t_layer, repeats, device))
+        result["t_layer_ms"] = calls_per_step * t_ms
+        result["t_layer_what"] = (
+            f"{calls_per_step} x Linear({layer.in_features} -> {layer.out_features}) fwd+bwd "
+            f"at batch {batch}"
+        )
+    return result
 
 
-def bench_dlgm1_vae(quick: bool) -> dict:
-    steps = 30 if quick else 200
-    cfg = compose([*data_overrides(), "device=cpu"])
-    parts = build_components(cfg)
-    images = parts.data.train.gather(torch.arange(min(len(parts.data.train), 10000))).flatten(1)
-    runner = runner_training(["model=dlgm1", "inference=vae"], steps)
-    plain = plain_vae.training_examples_per_second(images, steps)
-    examples, samples = (20, 200) if quick else (100, 1000)
-    runner_eval = runner_is(["model=dlgm1", "inference=vae"], examples, samples)
-    naive_eval = plain_vae.naive_is_samples_per_second(images[:examples], samples)
-    return {
-        "training": {
-            "runner": runner,
-            "plain_loop_examples_per_s": plain,
-            "ratio_runner_to_plain": runner["examples_per_s"] / plain,
-            "target": ">= 0.9",
-        },
-        "is_evaluation": {
-            "runner": runner_eval,
-            "naive_loop_samples_per_s": naive_eval,
-            "ratio_runner_to_naive": runner_eval["samples_per_s"] / naive_eval,
-            "target": ">= 2",
-        },
-    }
-
-
-def parameter_count(overrides: list[str]) -> dict[str, int]:
-    cfg = compose([*data_overrides(), "device=cpu", *overrides])
-    parts = build_components(cfg)
-    return {
-        "model": sum(p.numel() for p in parts.model.parameters()),
-        "heads": sum(p.numel() for p in parts.heads.parameters()),
-    }
-
-
-VGP_VARIANTS = {
-    "shared_basis": ["inference.outputs=shared_basis"],
-    "low_rank": ["inference.outputs=low_rank"],
-    "dense (paper)": ["inference.outputs=dense"],
-}
-
-
-def bench_vgp(quick: bool) -> dict:
-    """VGP vs VAE training step on the same model (batch 100, m = 500, c = d) and IS speed."""
-    steps = 10 if quick else 50
-    results: dict = {}
-    for model in ("dlgm1", "dlgm2"):
-        vae = runner_training([f"model={model}", "inference=vae"], steps)
-        entry: dict = {
-            "vae": vae,
-            "vae_parameters": parameter_count([f"model={model}", "inference=vae"]),
-        }
-        for variant, extra in VGP_VARIANTS.items():
-            overrides = [f"model={model}", "inference=vgp", *extra]
-            run = runner_training(overrides, steps)
-            entry[f"vgp {variant}"] = {
-                **run,
-                "step_ratio_to_vae": run["ms_per_step"] / vae["ms_per_step"],
-                "parameters": parameter_count(overrides),
-            }
-        examples, samples = (10, 100) if quick else (20, 1000)
-        entry["is_evaluation"] = {
-            "vae": runner_is([f"model={model}", "inference=vae"], examples, samples),
-            "vgp shared_basis": runner_is([f"model={model}", "inference=vgp"], examples, samples),
-        }
-        entry["target"] = "vgp step <= 2x vae step at m = 500"
-        results[model] = entry
-    return results
-
-
-def bench_draw(quick: bool) -> dict:
-    """DRAW step time (batch 100, T = 64, default sizes) with each head, and the dominant cost."""
-    steps = 2 if quick else 5
-    results: dict = {}
-    variants = {
-        "vae": ["inference=vae"],
-        "vgp (default: shared_basis)": ["inference=vgp"],
-        "vgp dense (paper)": ["inference=vgp", "inference.outputs=dense"],
-    }
-    for name, overrides in variants.items():
-        results[name] = runner_training(["model=draw", *overrides], steps, warmup=1)
-    base = results["vae"]["ms_per_step"]
-    for name in variants:
-        results[name]["step_ratio_to_vae"] = results[name]["ms_per_step"] / base
-    results["dominant_cost"] = profile_draw_step()
-    results["target"] = "draw+vgp (default) step <= 2x draw+vae"
-    return results
-
-
-def profile_draw_step(top: int = 6) -> dict[str, list]:
-    """The operators taking most CPU time in one DRAW training step, per head."""
+def profile_gap(trainer: Trainer, top: int = 6) -> list[list]:
+    """The operators outside linear algebra taking most time in one step: [name, ms]."""
     from torch.profiler import profile
 
-    table: dict[str, list] = {}
-    for name in ("vae", "vgp"):
-        trainer = make_trainer(["model=draw", f"inference={name}"])
-        trainer.training_step(torch.arange(100))
-        with profile() as profiler:
-            trainer.training_step(torch.arange(100))
-        events = sorted(profiler.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)[
-            :top
-        ]
-        total = sum(e.self_cpu_time_total for e in profiler.key_averages())
-        table[name] = [[e.key, round(100 * e.self_cpu_time_total / total, 1)] for e in events]
-    return table
+    step = one_step(trainer)
+    step()
+    with profile() as profiler:
+        step()
+    linear_algebra = ("mm", "addmm", "bmm", "baddbmm", "cholesky", "solve_triangular", "matmul")
+    rows = []
+    for event in profiler.key_averages():
+        name = event.key.removeprefix("aten::")
+        if any(name == op or name.startswith(f"linalg_{op}") for op in linear_algebra):
+            continue
+        rows.append([event.key, round(event.self_cpu_time_total / 1000, 2)])
+    rows.sort(key=lambda row: row[1], reverse=True)
+    return rows[:top]
+
+
+def step_entry(
+    name: str,
+    overrides: list[str],
+    device_name: str,
+    blocks: int,
+    block_steps: int,
+    machine_gflops: float,
+    with_floor: bool = True,
+) -> dict[str, Any]:
+    """A configuration's step time against its floor (interleaved blocks)."""
+    device = torch.device(device_name)
+    print(f"  {name} ...", flush=True)
+    trainer = make_trainer(overrides, device_name)
+    compiled = bool(trainer.trainer_cfg.compile)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_steps(trainer, max(2, block_steps // 2))  # warm-up (and compilation)
+    fallback = [str(w.message) for w in caught if "trainer.compile" in str(w.message)]
+    floor_trainer = make_trainer([*overrides, "trainer.compile=false"], device_name)
+    if with_floor:
+        calls, flops, measure_floor = floor_of(floor_trainer, device)
+    step_times, floor_times = [], []
+    for _ in range(blocks):
+        step_times.append(run_steps(trainer, block_steps))
+        if with_floor:
+            floor_times.append(measure_floor())
+    step_ms = 1000 * statistics.median(step_times)
+    entry: dict[str, Any] = {
+        "overrides": overrides,
+        "step_ms": round(step_ms, 3),
+        "step_ms_spread": {k: round(1000 * v, 3) for k, v in spread(step_times).items()},
+        "steps_timed": blocks * block_steps,
+        "batch_size": int(trainer.trainer_cfg.batch_size),
+    }
+    if compiled:
+        entry["compile_mode"] = str(trainer.trainer_cfg.get("compile_mode", "auto"))
+        entry["graphed_steps"] = trainer.graphed_steps
+        entry["compile_fallback"] = fallback
+    if with_floor:
+        floor_ms = 1000 * statistics.median(floor_times)
+        entry |= {
+            "floor_ms": round(floor_ms, 3),
+            "floor_what": f"{len(calls)} matmuls/factorizations/solves replayed + 1 update",
+            "over_floor": round((step_ms - floor_ms) / floor_ms, 3),
+            "step_over_floor": round(step_ms / floor_ms, 3),
+            "gflop_per_step": round(flops / 1e9, 4),
+            "achieved_gflops": round(flops / step_ms / 1e6, 2),
+            "machine_matmul_gflops": round(machine_gflops, 1),
+        }
+        entry |= {
+            key: round(value, 3) if isinstance(value, float) else value
+            for key, value in gp_components(floor_trainer, device, max(3, blocks)).items()
+        }
+    return entry
+
+
+# -- comparisons with plain loops --------------------------------------------------------------
+def train_images(count: int = 10000) -> torch.Tensor:
+    cfg = compose([*data_overrides(), "device=cpu"])
+    data = build_components(cfg).data
+    return data.train.gather(torch.arange(min(len(data.train), count))).flatten(1)
+
+
+def interleaved_ratio(
+    ours: Callable[[], float], theirs: Callable[[], float], rounds: int
+) -> dict[str, Any]:
+    """Median over rounds of theirs_time / ours_time (> 1: ours is faster), blocks alternating."""
+    ratios, our_times, their_times = [], [], []
+    for _ in range(rounds):
+        mine, other = ours(), theirs()
+        our_times.append(mine)
+        their_times.append(other)
+        ratios.append(other / mine)
+    return {
+        "ratio": round(statistics.median(ratios), 3),
+        "ratio_spread": {k: round(v, 3) for k, v in spread(ratios).items()},
+        "ours_ms": round(1000 * statistics.median(our_times), 3),
+        "theirs_ms": round(1000 * statistics.median(their_times), 3),
+        "rounds": rounds,
+    }
+
+
+def bench_training(quick: bool, threads: int) -> dict[str, Any]:
+    """The runner (eager and compiled) against the plain single-file loop, dlgm1 + vae."""
+    rounds, block = (3, 10) if quick else (9, 30)
+    images = train_images()
+    plain = plain_vae.PlainLoop(images)
+    plain.run(5)
+
+    def plain_block() -> float:
+        started = time.perf_counter()
+        plain.run(block)
+        return (time.perf_counter() - started) / block
+
+    eager = make_trainer(["model=dlgm1", "inference=vae"])
+    run_steps(eager, 5)
+    result: dict[str, Any] = {
+        "what": "ms per step of batch 100, dlgm1 + vae on the same data; ratio = plain / runner",
+        "runner_vs_plain": interleaved_ratio(lambda: run_steps(eager, block), plain_block, rounds),
+    }
+    compiled = make_trainer(["model=dlgm1", "inference=vae", "trainer.compile=true"])
+    run_steps(compiled, 10)  # compilation
+    result["compiled_runner_vs_plain_eager"] = interleaved_ratio(
+        lambda: run_steps(compiled, block), plain_block, rounds
+    )
+    # the floor both loops share: the step's linear algebra and one update
+    _, flops, measure_floor = floor_of(eager, torch.device("cpu"))
+    floor_ms = 1000 * statistics.median(measure_floor() for _ in range(rounds))
+    result["floor_ms"] = round(floor_ms, 3)
+    result["gflop_per_step"] = round(flops / 1e9, 4)
+    result["plain_over_floor"] = round(result["runner_vs_plain"]["theirs_ms"] / floor_ms, 3)
+    return result
+
+
+def bench_evaluation(quick: bool) -> dict[str, Any]:
+    """IS evaluation of the runner (samples batched) against the naive loop, dlgm1 + vae."""
+    examples, samples, rounds = (50, 200, 3) if quick else (100, 1000, 5)
+    cfg = compose([*data_overrides(), "device=cpu", "model=dlgm1", "inference=vae"])
+    parts = build_components(cfg)
+    split = parts.data.test.subset(examples)
+    images = split.gather(torch.arange(examples)).flatten(1)
+    torch.manual_seed(0)
+    naive_model = plain_vae.PlainVAE(images.shape[1])
+
+    def runner() -> float:
+        started = time.perf_counter()
+        estimate_split(
+            parts.model,
+            parts.heads,
+            split,
+            samples,
+            int(cfg.eval.chunk_size),
+            int(cfg.eval.batch_size),
+            make_generator(parts.device, 0),
+            parts.device,
+        )
+        return time.perf_counter() - started
+
+    def naive() -> float:
+        started = time.perf_counter()
+        plain_vae.naive_is(naive_model, images, samples)
+        return time.perf_counter() - started
+
+    result = interleaved_ratio(runner, naive, rounds)
+    per_sample = examples * samples
+    result |= {
+        "what": f"IS of {examples} test examples x {samples} samples; ratio = naive / runner",
+        "runner_samples_per_s": round(per_sample / (result["ours_ms"] / 1000)),
+        "naive_samples_per_s": round(per_sample / (result["theirs_ms"] / 1000)),
+        "chunk_size": int(cfg.eval.chunk_size),
+    }
+    # the floor: the decoder's matmuls for all samples, batched (what neither loop can avoid)
+    calls = floors.record_linear_algebra(runner)
+    flops = floors.count_flops(runner)
+    floor_s = statistics.median(floors.replay_seconds(calls, torch.device("cpu"), repeats=rounds))
+    result["floor_ms"] = round(1000 * floor_s, 3)
+    result["gflop"] = round(flops / 1e9, 3)
+    result["naive_over_floor"] = round(result["theirs_ms"] / 1000 / floor_s, 3)
+    return result
+
+
+# -- targets ---------------------------------------------------------------------------------
+def check_targets(results: dict[str, Any]) -> tuple[list[dict], list[dict]]:
+    """Every target of issue 13 with its measured ratio; the misses with their reasons."""
+    checks: list[dict] = []
+    training = results.get("training")
+    if training:
+        floor_ms = training["floor_ms"]
+        for key, target_name in (
+            ("runner_vs_plain", "runner_training_vs_plain"),
+            ("compiled_runner_vs_plain_eager", "compiled_runner_vs_plain_eager"),
+        ):
+            comparison = training[key]
+            cap = comparison["theirs_ms"] / floor_ms
+            checks.append(
+                {
+                    "target": target_name,
+                    "measured": comparison["ratio"],
+                    "required": TARGETS[target_name],
+                    "reason": (
+                        f"runner {comparison['ours_ms']:.2f} ms vs plain "
+                        f"{comparison['theirs_ms']:.2f} ms per step (block ratios "
+                        f"{comparison['ratio_spread']['low']:.2f}-"
+                        f"{comparison['ratio_spread']['high']:.2f}); the step's linear algebra and "
+                        f"update alone take {floor_ms:.2f} ms, so no loop can beat the plain one "
+                        f"by more than {cap:.2f}x here"
+                    ),
+                }
+            )
+    evaluation = results.get("is_evaluation")
+    if evaluation:
+        cap = evaluation["naive_over_floor"]
+        checks.append(
+            {
+                "target": "is_evaluation_vs_naive",
+                "measured": evaluation["ratio"],
+                "required": TARGETS["is_evaluation_vs_naive"],
+                "reason": (
+                    f"runner {evaluation['runner_samples_per_s']} vs naive "
+                    f"{evaluation['naive_samples_per_s']} samples/s; the decoder matmuls alone "
+                    f"take {evaluation['floor_ms']:.0f} ms of the naive "
+                    f"{evaluation['theirs_ms']:.0f} ms, so batching samples can win at most "
+                    f"{cap:.2f}x"
+                ),
+            }
+        )
+    for name, entry in results.get("steps", {}).items():
+        if "vgp" not in name and "draw" not in name:
+            continue
+        if "step_over_floor" not in entry:
+            continue
+        gap = entry["step_ms"] - entry["floor_ms"]
+        top = ", ".join(f"{op} {ms} ms" for op, ms in entry.get("gap_profile", []))
+        reason = (
+            f"step {entry['step_ms']:.1f} ms, floor {entry['floor_ms']:.1f} ms "
+            f"({entry['floor_what']}): {gap:.1f} ms is elementwise work, allocation and "
+            f"Python; {entry['achieved_gflops']} GFLOP/s achieved of the machine's "
+            f"{entry['machine_matmul_gflops']}"
+        )
+        if "gp_core_ms" in entry:
+            reason += f"; the GP core alone: {entry['gp_core_ms']:.1f} ms"
+        if "t_layer_ms" in entry:
+            reason += f", the dense T layer: {entry['t_layer_ms']:.1f} ms"
+        if top:
+            reason += f"; largest other operators: {top}"
+        checks.append(
+            {
+                "target": f"step_over_floor: {name}",
+                "measured": entry["step_over_floor"],
+                "required": TARGETS["step_over_floor"],
+                "reason": reason,
+                "lower_is_better": True,
+            }
+        )
+    misses = []
+    for check in checks:
+        lower = check.pop("lower_is_better", False)
+        check["met"] = (
+            check["measured"] <= check["required"]
+            if lower
+            else check["measured"] >= check["required"]
+        )
+        if not check["met"]:
+            misses.append(check)
+    return checks, misses
+
+
+def bench_steps(args: argparse.Namespace, machine_gflops: float) -> dict[str, Any]:
+    names = args.configs or [
+        name
+        for name in CONFIGS
+        if not (args.quick and args.device == "cpu" and name == "draw vgp dense (paper)")
+    ]
+    variants = args.variants or ["fp32"]
+    steps: dict[str, Any] = {}
+    for name in names:
+        overrides = list(CONFIGS[name])
+        is_draw = overrides[0] == "model=draw"
+        if args.tiny:
+            overrides = tiny(overrides)
+        if is_draw:
+            blocks, block_steps = (2, 1) if args.quick else (3, 2)
+        else:
+            blocks, block_steps = (3, 5) if args.quick else (7, 15)
+        if "dense" in name and is_draw:
+            blocks, block_steps = 2, 1
+        for variant in variants:
+            key = name if variant == "fp32" and len(variants) == 1 else f"{name} {variant}"
+            entry = step_entry(
+                key,
+                [*overrides, *VARIANTS[variant]],
+                args.device,
+                blocks,
+                block_steps,
+                machine_gflops,
+                with_floor=variant == "fp32" and not args.no_floors,
+            )
+            steps[key] = entry
+        base = f"{name.split()[0]} vae"
+        if base in steps and "step_ms" in steps.get(name, {}) and name != base:
+            steps[name]["step_ratio_to_vae"] = round(
+                steps[name]["step_ms"] / steps[base]["step_ms"], 3
+            )
+        if (
+            args.device == "cpu"
+            and name in steps
+            and steps[name].get("step_over_floor", 0) > TARGETS["step_over_floor"]
+            and not args.tiny
+            and not (is_draw and "dense" in name)
+        ):
+            steps[name]["gap_profile"] = profile_gap(make_trainer(overrides, args.device))
+        write(args.out, {**args.partial, "steps": steps})
+    return steps
+
+
+def write(path: str, results: dict[str, Any]) -> None:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
 
 
 # Further benchmarks register here as (name, "module:function"); each takes quick: bool.
@@ -218,34 +524,87 @@ def main() -> None:
     parser.add_argument("--out", default="bench/results.json")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke check)")
-    parser.add_argument("--only", nargs="*", help="run only these benchmarks")
+    parser.add_argument("--only", nargs="*", help="sections: steps training is_evaluation ...")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (steps section)")
+    parser.add_argument("--configs", nargs="*", choices=list(CONFIGS), help="step configs")
+    parser.add_argument("--variants", nargs="*", choices=list(VARIANTS), help="default fp32")
+    parser.add_argument("--tiny", action="store_true", help="tiny sizes (plumbing, not speed)")
+    parser.add_argument("--no-floors", action="store_true", help="step times only")
     args = parser.parse_args()
+    global TINY_SIZES
+    TINY_SIZES = args.tiny
     torch.set_num_threads(args.threads)
-    results = {
+    device = torch.device(args.device)
+    machine_gflops = floors.machine_matmul_gflops(device)
+    results: dict[str, Any] = {
         "machine": {
             "platform": platform.platform(),
             "processor": platform.processor(),
             "threads": torch.get_num_threads(),
             "torch": torch.__version__,
-            "cuda": torch.cuda.is_available(),
+            "device": str(device),
+            "cuda_device": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+            "matmul_gflops_at_start": round(machine_gflops, 1),
+            "load_average_at_start": load_average(),
+            "cpu_count": os.cpu_count(),
         },
         "code_version": code_version(),
-        "data": data_overrides()[0],
+        "data": "synthetic (tiny)" if args.tiny else data_overrides()[0],
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
-    benchmarks = [("dlgm1_vae", bench_dlgm1_vae), ("vgp", bench_vgp), ("draw", bench_draw)]
+    args.partial = results
+    sections: list[tuple[str, Callable[[], Any]]] = [
+        ("steps", lambda: bench_steps(args, machine_gflops)),
+    ]
+    if args.device == "cpu" and not args.tiny:
+        sections += [
+            ("training", lambda: bench_training(args.quick, args.threads)),
+            ("is_evaluation", lambda: bench_evaluation(args.quick)),
+        ]
     for name, target in EXTRA_BENCHMARKS:
         module_name, function_name = target.split(":")
-        benchmarks.append((name, getattr(importlib.import_module(module_name), function_name)))
-    for name, function in benchmarks:
+        function = getattr(importlib.import_module(module_name), function_name)
+        sections.append((name, lambda function=function: function(args.quick)))
+    for name, function in sections:
         if args.only and name not in args.only:
             continue
         print(f"bench {name} ...", flush=True)
-        results[name] = function(args.quick)
-        print(json.dumps(results[name], indent=2), flush=True)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
-    print(f"wrote {out}")
+        started = time.perf_counter()
+        results[name] = function()
+        print(f"bench {name}: {time.perf_counter() - started:.0f} s", flush=True)
+        write(args.out, results)
+    results["machine"]["matmul_gflops_at_end"] = round(floors.machine_matmul_gflops(device), 1)
+    results["machine"]["load_average_at_end"] = load_average()
+    results["targets"], results["misses"] = check_targets(results)
+    write(args.out, results)
+    print(table(results))
+    print(f"wrote {args.out}")
+
+
+def table(results: dict[str, Any]) -> str:
+    """The bench as a markdown table (the README's)."""
+    lines = [
+        "| configuration | step ms | floor ms | (step - floor) / floor | GFLOP/s (machine) |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, entry in results.get("steps", {}).items():
+        if "floor_ms" in entry:
+            lines.append(
+                f"| {name} | {entry['step_ms']:.1f} | {entry['floor_ms']:.1f} | "
+                f"{entry['over_floor']:.2f} | {entry['achieved_gflops']:.1f} "
+                f"({entry['machine_matmul_gflops']:.0f}) |"
+            )
+        else:
+            lines.append(f"| {name} | {entry['step_ms']:.1f} | | | |")
+    targets = results.get("targets", [])
+    if targets:
+        lines += ["", "| target | measured | required | met |", "| --- | ---: | ---: | --- |"]
+        for check in targets:
+            lines.append(
+                f"| {check['target']} | {check['measured']:.3f} | {check['required']} | "
+                f"{'yes' if check['met'] else 'no'} |"
+            )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

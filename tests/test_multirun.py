@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -171,3 +172,37 @@ def test_multirun_of_two_configurations_reaches_the_report(tmp_path, capsys):
     )
     assert len([line for line in gaps.splitlines() if line.startswith("| DLGM")]) == 2
     assert "Not in the tables" not in out
+
+
+def test_the_joblib_launcher_runs_jobs_side_by_side(tmp_path):
+    """N jobs at once (`hydra/launcher=joblib`), each on device=auto: on a GPU machine job k
+    takes GPU k mod count with a capped memory share; here both run on the CPU."""
+    pytest.importorskip(
+        "hydra_plugins.hydra_joblib_launcher", reason="pip install -e .[launchers] for joblib"
+    )
+    sweep_dir = tmp_path / "sweep"
+    command = [
+        sys.executable,
+        "-m",
+        "vgp_bench.train",
+        "-m",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "seed=0,1",
+        *[override for override in TINY if not override.startswith("device=")],
+        "device=auto",
+        "trainer.gpu_memory_fraction=0.45",
+        f"hydra.sweep.dir={sweep_dir}",
+        "hydra.sweep.subdir=${hydra.job.num}",
+    ]
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    finished = subprocess.run(
+        command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=600
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    seeds = []
+    for job in ("0", "1"):
+        metrics = json.loads((sweep_dir / job / "metrics.json").read_text())
+        assert metrics["status"] == "finished" and metrics["steps"] == 2
+        seeds.append(metrics["seed"])
+    assert seeds == [0, 1]

@@ -340,3 +340,17 @@ def test_a_nan_gradient_never_reaches_a_checkpoint(tmp_path: Path, check_gradien
         checkpoint = load_checkpoint(tmp_path / "checkpoints" / "last.pt")
         assert checkpoint["state"]["step"] == 2
         assert all(torch.isfinite(v).all() for v in checkpoint["model"].values())
+
+
+@pytest.mark.parametrize("optimizer", ["rmsprop", "adam"])
+def test_the_multi_tensor_update_trains_bit_for_bit_as_the_per_tensor_loop(
+    tmp_path: Path, optimizer: str
+) -> None:
+    common = [*TINY, f"optim={optimizer}", "trainer.max_steps=5", "eval.at_end=false"]
+    cfg = compose_config(common)
+    assert all(group["foreach"] for group in build_components(cfg).optimizer.param_groups)
+    train(cfg, tmp_path / "foreach")
+    loop = compose_config([*common, "+optim.optimizer.foreach=false"])
+    assert not any(group["foreach"] for group in build_components(loop).optimizer.param_groups)
+    train(loop, tmp_path / "loop")
+    assert_same_parameters(tmp_path / "foreach", tmp_path / "loop")

@@ -12,11 +12,13 @@ import torch.distributed as dist
 
 @dataclass(frozen=True)
 class DistributedContext:
-    """Where this process stands among the ranks; world_size 1 means no distribution."""
+    """Where this process stands among the ranks; world_size 1 means no distribution, unless
+    a one-rank process group was joined on purpose (`joined`: the DDP path with one rank)."""
 
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    joined: bool = False
 
     @property
     def is_main(self) -> bool:
@@ -24,7 +26,7 @@ class DistributedContext:
 
     @property
     def enabled(self) -> bool:
-        return self.world_size > 1
+        return self.world_size > 1 or self.joined
 
     def all_true(self, flags: torch.Tensor) -> torch.Tensor:
         """Element-wise AND of a boolean vector over the ranks (one collective)."""
@@ -56,9 +58,14 @@ class DistributedContext:
 
 
 def init_distributed(backend: str | None = None) -> DistributedContext:
-    """Join the process group torchrun describes in the environment (no-op when alone)."""
+    """Join the process group torchrun describes in the environment (no-op when alone).
+
+    A single torchrun rank joins only when `backend` is named (trainer.ddp_backend=nccl|gloo):
+    the whole DDP path then runs with one rank, which is how `make gpu-check` tests NCCL.
+    """
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size <= 1:
+    launched_by_torchrun = "RANK" in os.environ and "MASTER_ADDR" in os.environ
+    if world_size <= 1 and not (backend and launched_by_torchrun):
         return DistributedContext()
     rank = int(os.environ["RANK"])
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -67,7 +74,9 @@ def init_distributed(backend: str | None = None) -> DistributedContext:
         if chosen == "nccl":
             torch.cuda.set_device(local_rank)
         dist.init_process_group(backend=chosen)
-    return DistributedContext(rank=rank, world_size=world_size, local_rank=local_rank)
+    return DistributedContext(
+        rank=rank, world_size=world_size, local_rank=local_rank, joined=world_size == 1
+    )
 
 
 def shutdown_distributed(context: DistributedContext) -> None:

@@ -53,6 +53,8 @@ RESUMABLE_KEYS = (
     "trainer.ddp_backend",
     "trainer.find_unused_parameters",
     "trainer.diagnostics_examples",
+    "trainer.compile_mode",
+    "trainer.gpu_memory_fraction",
 )
 
 # Keys added to the configs after runs already existed: a run whose saved config lacks one

@@ -20,15 +20,51 @@ class ConfigError(ValueError):
     """A configuration value that cannot work; the message says which key and what to use."""
 
 
-def resolve_device(name: str) -> torch.device:
-    """`auto` → CUDA when present, else CPU; `cuda` without a GPU is an error."""
+def sweep_job_number() -> int | None:
+    """Hydra's job number inside a multirun (`hydra.job.num`); None outside one."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized():
+        return None
+    hydra_cfg = HydraConfig.get()
+    return int(hydra_cfg.job.num) if hydra_cfg.mode == RunMode.MULTIRUN else None
+
+
+def resolve_device(
+    name: str, job_number: int | None = None, gpu_count: int | None = None
+) -> torch.device:
+    """`auto` → CUDA when present, else CPU; `cuda` without a GPU is an error.
+
+    In a sweep, `auto` puts job k on GPU k mod (GPUs visible): N jobs at once on G GPUs (the
+    joblib launcher) share them round-robin. `job_number` defaults to Hydra's job number and
+    `gpu_count` to torch.cuda.device_count().
+    """
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        gpu_count = torch.cuda.device_count() if gpu_count is None else gpu_count
+        if gpu_count < 1:
+            return torch.device("cpu")
+        job_number = sweep_job_number() if job_number is None else job_number
+        return torch.device("cuda", (job_number or 0) % gpu_count)
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError("device=cuda but no CUDA device is available; use device=auto or cpu")
     if name != "cpu" and not name.startswith("cuda"):
         raise ConfigError(f"device must be auto, cpu or cuda[:N], got {name!r}")
     return torch.device(name)
+
+
+def limit_gpu_memory(device: torch.device, fraction: float | None) -> None:
+    """Cap this process's share of the GPU's memory (`trainer.gpu_memory_fraction`), so that
+    jobs sharing a GPU cannot starve each other; nothing to do on CPU."""
+    if fraction is None:
+        return
+    if not 0 < float(fraction) <= 1:
+        raise ConfigError(
+            f"trainer.gpu_memory_fraction must be in (0, 1] or null, got {fraction}; with N "
+            "jobs per GPU use about 0.9 / N"
+        )
+    if device.type == "cuda":
+        torch.cuda.set_per_process_memory_fraction(float(fraction), device)
 
 
 def build(node: DictConfig, **runtime_kwargs: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import math
@@ -21,6 +22,7 @@ import hydra
 import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
+from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
@@ -56,6 +58,7 @@ from vgp_bench.runtime import (
     build,
     code_version,
     config_name,
+    limit_gpu_memory,
     make_generator,
     resolve_device,
 )
@@ -195,14 +198,27 @@ def build_components(
     device = resolve_device(str(cfg.device))
     if context is not None and context.enabled and device.type == "cuda":
         device = torch.device("cuda", context.local_rank)
+    limit_gpu_memory(device, cfg.trainer.get("gpu_memory_fraction"))
     data = load_data(cfg) if data is None else data
     torch.manual_seed(int(cfg.seed))  # parameter initialisation
     model = build(cfg.model, x_shape=data.x_shape).to(device)
     heads = build_heads(build(cfg.inference), model.sites).to(device)
     parameters = [*model.parameters(), *heads.parameters()]
-    optimizer = build(cfg.optim.optimizer, params=parameters)
+    optimizer = build(cfg.optim.optimizer, params=parameters, **multi_tensor_update(cfg))
     schedule = StepSizeSchedule(optimizer, build(cfg.optim.schedule))
     return Components(data.to(device), model, heads, optimizer, schedule, device)
+
+
+def multi_tensor_update(cfg: DictConfig) -> dict[str, bool]:
+    """`foreach=True` unless the optimizer config sets it: torch's optimizers loop over the
+    parameters one tensor at a time on CPU; the multi-tensor update computes the same numbers
+    (bit for bit, tests/test_train.py) with one dispatch per operation instead of one per tensor.
+    """
+    node = cfg.optim.optimizer
+    if "foreach" in node:
+        return {}
+    target = get_class(str(node._target_))
+    return {"foreach": True} if "foreach" in inspect.signature(target).parameters else {}
 
 
 def plan_run(cfg: DictConfig, run_dir: Path, total_shards: int, holding_lock: bool) -> RunPlan:
@@ -314,10 +330,29 @@ def stop_signals() -> Iterator[StopRequest]:
             signal.signal(signum, old)
 
 
-def compile_with_fallback(module: nn.Module) -> Callable[..., Any]:
-    """torch.compile `module`; if compiling or its first call fails, warn and run eagerly."""
+COMPILE_MODES = ("auto", "default", "reduce-overhead", "max-autotune")
+
+
+def compile_mode(requested: str, device: torch.device) -> str | None:
+    """torch.compile's mode for `trainer.compile_mode` (None: torch's default mode).
+
+    `auto` captures the step in CUDA graphs (reduce-overhead) on CUDA, where a batch-100 step
+    is launch-bound, and keeps the default mode elsewhere (CUDA graphs need a GPU).
+    """
+    if requested not in COMPILE_MODES:
+        raise ConfigError(
+            f"trainer.compile_mode must be one of {list(COMPILE_MODES)}, got {requested!r}"
+        )
+    if requested == "auto":
+        return "reduce-overhead" if device.type == "cuda" else None
+    return None if requested == "default" else requested
+
+
+def compile_with_fallback(module: nn.Module, mode: str | None = None) -> Callable[..., Any]:
+    """torch.compile `module` (in `mode`); if compiling or its first call fails, warn and run
+    eagerly."""
     try:
-        compiled = torch.compile(module)
+        compiled = torch.compile(module) if mode is None else torch.compile(module, mode=mode)
     except Exception as error:  # backend missing on this platform
         warnings.warn(
             f"trainer.compile: torch.compile unavailable ({error}); running eagerly", stacklevel=2
@@ -460,6 +495,7 @@ class Trainer:
         self.stop_request = StopRequest()
         self.log = run_logger()
         self.nonfinite_cause: str | None = None  # why the latest skipped step was skipped
+        self.graphed_steps = False
 
     # -- set-up ------------------------------------------------------------------------------
     def prepare_objective(self) -> None:
@@ -475,7 +511,19 @@ class Trainer:
                 find_unused_parameters=bool(self.trainer_cfg.find_unused_parameters),
             )
             objective = self.ddp
-        self.objective = compile_with_fallback(objective) if self.trainer_cfg.compile else objective
+        self.objective = objective
+        self.graphed_steps = False  # CUDA graphs: each call starts a new graph-replay step
+        if self.trainer_cfg.compile:
+            requested = str(self.trainer_cfg.get("compile_mode", "auto"))
+            mode = compile_mode(requested, self.parts.device)
+            self.objective = compile_with_fallback(objective, mode)
+            self.graphed_steps = mode == "reduce-overhead"
+
+    def call_objective(self, x: Tensor, generator: torch.Generator, with_terms: bool) -> Any:
+        """The objective on one shard (a new CUDA-graph step first, when graphs are used)."""
+        if self.graphed_steps:
+            torch.compiler.cudagraph_mark_step_begin()
+        return self.objective(x, int(self.trainer_cfg.n_samples), generator, with_terms)
 
     def autocast(self) -> Any:
         if str(self.trainer_cfg.precision) == "bf16":
@@ -578,7 +626,7 @@ class Trainer:
                 generator = self.generators[0]
                 x = parts.data.train.gather(indices, generator)
                 with self.autocast():
-                    bound, terms = self.objective(x, int(cfg.n_samples), generator, with_terms)
+                    bound, terms = self.call_objective(x, generator, with_terms)
                 (-bound).backward()
                 bound = bound.detach().float()
             else:
@@ -620,7 +668,7 @@ class Trainer:
         self, indices: Tensor, with_terms: bool = True
     ) -> tuple[Tensor, dict[str, Tensor]]:
         """Accumulate the gradient of the global batch's mean bound over this rank's shards."""
-        parts, cfg = self.parts, self.trainer_cfg
+        parts = self.parts
         shards = indices.tensor_split(self.total_shards)
         batch_size = indices.numel()
         # DDP averages gradients over ranks: scale each rank's share back to a sum
@@ -636,7 +684,7 @@ class Trainer:
             sync = self.ddp.no_sync() if self.ddp is not None and not last else nullcontext()
             with sync:
                 with self.autocast():
-                    bound, terms = self.objective(x, int(cfg.n_samples), generator, with_terms)
+                    bound, terms = self.call_objective(x, generator, with_terms)
                 weight = shard_indices.numel() / batch_size * scale
                 (-(bound.float() * weight)).backward()
             bound_total = bound_total + bound.detach().float() * weight

@@ -45,31 +45,53 @@ class PlainVAE(nn.Module):
         return log_likelihood + log_prior - log_q
 
 
+class PlainLoop:
+    """The hand-written training loop (RMSProp, batches of flattened binary images `[N, 784]`),
+    steppable in blocks so that its time can be interleaved with the runner's."""
+
+    def __init__(self, images: Tensor, batch_size: int = 100) -> None:
+        torch.manual_seed(0)
+        self.images = images
+        self.batch_size = batch_size
+        self.model = PlainVAE(images.shape[1])
+        self.optimizer = torch.optim.RMSprop(self.model.parameters(), lr=1e-3, alpha=0.95, eps=1e-6)
+        self.order = torch.randperm(images.shape[0])
+        self.step_count = 0
+
+    def run(self, steps: int) -> None:
+        for _ in range(steps):
+            start = (self.step_count * self.batch_size) % (self.images.shape[0] - self.batch_size)
+            x = self.images[self.order[start : start + self.batch_size]]
+            loss = -self.model.log_weights(x, 1).mean()
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            self.step_count += 1
+
+
 def training_examples_per_second(images: Tensor, steps: int, batch_size: int = 100) -> float:
     """Train with RMSProp for `steps` batches of flattened binary images `[N, 784]`."""
-    torch.manual_seed(0)
-    model = PlainVAE(images.shape[1])
-    optimizer = torch.optim.RMSprop(model.parameters(), lr=1e-3, alpha=0.95, eps=1e-6)
-    order = torch.randperm(images.shape[0])
+    loop = PlainLoop(images, batch_size)
     started = time.perf_counter()
-    for step in range(steps):
-        start = (step * batch_size) % (images.shape[0] - batch_size)
-        x = images[order[start : start + batch_size]]
-        loss = -model.log_weights(x, 1).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+    loop.run(steps)
     return steps * batch_size / (time.perf_counter() - started)
 
 
 @torch.no_grad()
-def naive_is_samples_per_second(images: Tensor, samples: int, batch_size: int = 100) -> float:
-    """The common naive IS loop: one sample of z per forward pass, K passes per batch."""
-    torch.manual_seed(0)
-    model = PlainVAE(images.shape[1])
-    started = time.perf_counter()
+def naive_is(model: PlainVAE, images: Tensor, samples: int, batch_size: int = 100) -> Tensor:
+    """The common naive IS loop: one sample of z per forward pass, K passes per batch; `[N]`."""
+    estimates = []
     for start in range(0, images.shape[0], batch_size):
         x = images[start : start + batch_size]
         log_weights = torch.stack([model.log_weights(x, 1)[0] for _ in range(samples)])
-        torch.logsumexp(log_weights, dim=0)
+        estimates.append(torch.logsumexp(log_weights, dim=0) - math.log(samples))
+    return torch.cat(estimates)
+
+
+def naive_is_samples_per_second(images: Tensor, samples: int, batch_size: int = 100) -> float:
+    """Samples per second of `naive_is` with a freshly initialised model."""
+    torch.manual_seed(0)
+    model = PlainVAE(images.shape[1])
+    started = time.perf_counter()
+    naive_is(model, images, samples, batch_size)
     return images.shape[0] * samples / (time.perf_counter() - started)
