@@ -88,6 +88,11 @@ export -f train_one eval_one run_tool
 export study_dir epochs data_dir
 
 case $stage in
+  pilot|train|eval|report|all) ;;
+  *) echo "usage: $0 pilot|train|eval|report|all" >&2; exit 2 ;;
+esac
+
+case $stage in
   pilot)
     epochs=${PILOT_EPOCHS:-10}
     pilots | grep -E "^(${RUNS:-.*})\|" | xargs -d '\n' -P "$jobs" -I{} bash -c 'train_one "$1"' _ {}
@@ -113,5 +118,4 @@ case $stage in
     run_tool vgp-report vgp_bench.report "$results_dir/runs" --format csv >"$results_dir/table.csv"
     cat "$results_dir/table.md"
     ;;
-  *) echo "usage: $0 train|eval|report|all" >&2; exit 2 ;;
 esac

@@ -967,9 +967,11 @@ def validation_curves(folders: Sequence[Path]) -> dict[str, list[tuple[float, fl
         inference = str(metrics.get("inference"))
         label = f"{MODEL_NAMES.get(str(metrics.get('model')), metrics.get('model'))} + "
         label += inference.upper()
-        structure = structure_of(folder, metrics)
-        if structure:
-            label += f" ({structure})"
+        details = [structure_of(folder, metrics)]
+        details.append(f"K={metrics['aux_samples']}" if metrics.get("aux_samples") else None)
+        shown = [detail for detail in details if detail]
+        if shown:
+            label += f" ({', '.join(shown)})"
         for entry in metrics.get("history") or []:
             if is_finite_number(entry.get("valid_bound")):
                 by_label[label][int(entry["epoch"])].append(float(entry["valid_bound"]))
