@@ -21,8 +21,13 @@ FAMILY_OVERRIDES: dict[str, list[str]] = {
     "iwae (k=50)": ["inference=vae", "trainer.objective=iwae", "trainer.n_samples=50"],
     "planar_flow (k=80)": ["inference=planar_flow", "inference.flow_length=80"],
     "hvi (L=8)": ["inference=hvi", "inference.leapfrog_steps=8"],
-    "vgp shared_basis": ["inference=vgp"],
-    "vgp dense (paper)": ["inference=vgp", "inference.outputs=dense"],
+    "vgp global (default)": ["inference=vgp"],
+    "vgp dense (paper)": [
+        "inference=vgp",
+        "inference.prior_mean=zero",
+        "inference.mean_field_scale=context",
+        "inference.outputs=dense",
+    ],
 }
 
 
