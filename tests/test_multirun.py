@@ -137,25 +137,26 @@ TINY = [
 ]
 
 
-def test_multirun_of_two_configurations_reaches_the_report(tmp_path, capsys):
-    """`vgp-train -m inference=vae,vgp seed=0,1` through the real entry point, then vgp-report."""
-    sweep_dir = tmp_path / "sweep"
-    command = [
-        sys.executable,
-        "-m",
-        "vgp_bench.train",
-        "-m",
-        "inference=vae,vgp",
-        "seed=0,1",
-        *TINY,
-        f"hydra.sweep.dir={sweep_dir}",
-        "hydra.sweep.subdir=${hydra.job.num}_${hydra:runtime.choices.inference}_${seed}",
-    ]
+def run_sweep(*overrides: str) -> None:
+    """`vgp-train -m OVERRIDES` through the real entry point, one thread; it must succeed."""
+    command = [sys.executable, "-m", "vgp_bench.train", "-m", *overrides]
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     finished = subprocess.run(
         command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=600
     )
     assert finished.returncode == 0, finished.stderr[-3000:]
+
+
+def test_multirun_of_two_configurations_reaches_the_report(tmp_path, capsys):
+    """`vgp-train -m inference=vae,vgp seed=0,1` through the real entry point, then vgp-report."""
+    sweep_dir = tmp_path / "sweep"
+    run_sweep(
+        "inference=vae,vgp",
+        "seed=0,1",
+        *TINY,
+        f"hydra.sweep.dir={sweep_dir}",
+        "hydra.sweep.subdir=${hydra.job.num}_${hydra:runtime.choices.inference}_${seed}",
+    )
     folders = sorted(path.name for path in sweep_dir.iterdir() if path.is_dir())
     assert folders == ["0_vae_0", "1_vae_1", "2_vgp_0", "3_vgp_1"]
 
@@ -181,11 +182,7 @@ def test_the_joblib_launcher_runs_jobs_side_by_side(tmp_path):
         "hydra_plugins.hydra_joblib_launcher", reason="pip install -e .[launchers] for joblib"
     )
     sweep_dir = tmp_path / "sweep"
-    command = [
-        sys.executable,
-        "-m",
-        "vgp_bench.train",
-        "-m",
+    run_sweep(
         "hydra/launcher=joblib",
         "hydra.launcher.n_jobs=2",
         "seed=0,1",
@@ -194,12 +191,7 @@ def test_the_joblib_launcher_runs_jobs_side_by_side(tmp_path):
         "trainer.gpu_memory_fraction=0.45",
         f"hydra.sweep.dir={sweep_dir}",
         "hydra.sweep.subdir=${hydra.job.num}",
-    ]
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    finished = subprocess.run(
-        command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=600
     )
-    assert finished.returncode == 0, finished.stderr[-3000:]
     seeds = []
     for job in ("0", "1"):
         metrics = json.loads((sweep_dir / job / "metrics.json").read_text())
