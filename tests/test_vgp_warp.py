@@ -50,6 +50,7 @@ def test_identity_prior_mean_starts_as_the_mean_field_family(outputs, scale):
     assert stats["warp_rank"] == 5  # the linear warp moves z in every direction
     assert stats["nonlinear_warp_share"] < 1e-6  # ...and is linear: mean-field in disguise
     assert stats["warp_share"] > 1.0
+    assert stats["variance_dispersion"] < 1e-6  # negligible GP variance: a constant spread
 
 
 def test_warp_statistics_see_a_rank_limited_mapping():
@@ -64,6 +65,7 @@ def test_warp_statistics_see_a_rank_limited_mapping():
     assert limited_stats["warp_rank"] <= 4
     assert full_stats["warp_rank"] == 12
     assert full_stats["nonlinear_warp_share"] > 0.01  # an RBF warp is not affine
+    assert full_stats["variance_dispersion"] > 1e-3  # v(xi) shrinks near the inputs S
 
 
 def test_a_paper_trained_head_is_evaluated_with_the_unbiased_collapsed_weight():

@@ -609,6 +609,11 @@ GAP_COLUMNS: tuple[tuple[str, str, Callable[[Run], Any]], ...] = (
         lambda run: last_epoch_value(run, "z/nonlinear_warp_share"),
     ),
     ("warp rank", "warp_rank", lambda run: last_epoch_value(run, "z/warp_rank")),
+    (
+        "variance dispersion",
+        "variance_dispersion",
+        lambda run: last_epoch_value(run, "z/variance_dispersion"),
+    ),
     ("k̂ > 0.7", "pareto_k_above_0_7", lambda run: run.metrics["test"].get("pareto_k_above_0_7")),
     ("mean k̂", "pareto_k_mean", lambda run: run.metrics["test"].get("pareto_k_mean")),
 )
@@ -638,7 +643,7 @@ def gap_table(
                 row.append(f"{100 * value.mean:.1f}%")
             elif key == "warp_rank":
                 row.append(f"{value.mean:.0f}")
-            elif key.endswith("share"):
+            elif key.endswith(("share", "dispersion")):
                 row.append(f"{value.mean:.3g}")
             else:
                 row.append(format_estimate(value))
@@ -670,7 +675,8 @@ def gap_table(
         "over dimensions and 100 validation images at the last epoch (0: the VGP is a "
         "mean-field Gaussian in disguise); nonlinear share: the same for the part no affine "
         "map of xi explains (an affine warp is itself mean-field); warp rank: the directions "
-        "E[z | xi] moves in.",
+        "E[z | xi] moves in; variance dispersion: Var_xi Var(z | xi) / (E_xi Var(z | xi))^2, how "
+        "much the spread of z changes with xi (a scale mixture even under an affine warp).",
         "k̂ > 0.7: share of test images whose importance weights have a PSIS Pareto k-hat above "
         "0.7 (nearly infinite variance: their IS estimate is unreliable at this S); mean k̂ "
         "over images (Vehtari et al.; Yao et al. 2018).",

@@ -548,7 +548,11 @@ class VGPHead(VariationalHead):
         - `nonlinear_warp_share`: the same for the part of E[z | xi] no affine map of xi
           explains (0 for a linear warp, which is itself mean-field);
         - `warp_rank`: the number of directions E[z | xi] moves in (singular values of the
-          centred means above 1e-3 of the largest), averaged over examples.
+          centred means above 1e-3 of the largest), averaged over examples;
+        - `variance_dispersion`: Var_xi[Var(z | xi)] / E_xi[Var(z | xi)]^2, averaged over
+          examples and dimensions: how much the spread of z changes with xi (0 for a constant
+          spread; the GP variance s(h)^2 v(xi) makes q(z) a scale mixture even when the mean
+          warp is affine).
         """
         with torch.autocast(device_type=context.device.type, enabled=False):
             context = context[0] if context.dim() == 3 else context
@@ -576,12 +580,15 @@ class VGPHead(VariationalHead):
             )  # [B, N, c + 1]
             fitted = design @ torch.linalg.lstsq(design, centred).solution  # [B, N, D]
             nonlinear = (centred - fitted).pow(2).mean(1) / expected_variance
+            variance = variance.double()  # [N, B, D]
+            dispersion = variance.var(0) / expected_variance.pow(2)  # [B, D]
             singular = torch.linalg.svdvals(centred)  # [B, min(N, D)]
             rank = (singular > 1e-3 * singular[:, :1]).sum(-1).double()
         return {
             "warp_share": float(share.mean()),
             "nonlinear_warp_share": float(nonlinear.mean()),
             "warp_rank": float(rank.mean()),
+            "variance_dispersion": float(dispersion.mean()),
         }
 
 
