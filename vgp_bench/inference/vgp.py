@@ -573,14 +573,14 @@ class VGPHead(VariationalHead):
                     raw, self.min_scale
                 ).pow(2)
             centred = (mean - mean.mean(0)).double().movedim(1, 0)  # [B, N, D]
-            expected_variance = variance.double().mean(0)  # [B, D]
+            variance = variance.double()  # [N, B, D]
+            expected_variance = variance.mean(0)  # [B, D]
             share = centred.pow(2).mean(1) / expected_variance
             design = (
                 torch.cat([torch.ones_like(xi[..., :1]), xi], dim=-1).double().movedim(1, 0)
             )  # [B, N, c + 1]
             fitted = design @ torch.linalg.lstsq(design, centred).solution  # [B, N, D]
             nonlinear = (centred - fitted).pow(2).mean(1) / expected_variance
-            variance = variance.double()  # [N, B, D]
             dispersion = variance.var(0) / expected_variance.pow(2)  # [B, D]
             singular = torch.linalg.svdvals(centred)  # [B, min(N, D)]
             rank = (singular > 1e-3 * singular[:, :1]).sum(-1).double()
