@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from vgp_bench.benchmarks import floors, plain_vae
 from vgp_bench.evaluate import estimate_split
-from vgp_bench.runtime import code_version, make_generator
+from vgp_bench.runtime import code_version, compose_config, make_generator
 from vgp_bench.train import NullWriter, Trainer, build_components
 
 REPO = Path(__file__).resolve().parent.parent
@@ -82,14 +82,6 @@ TARGETS = {
 }
 
 
-def compose(overrides: list[str]):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=overrides)
-
-
 def data_overrides() -> list[str]:
     """Real MNIST when converted, else synthetic images of the same shape (tiny: TINY_DATA)."""
     if TINY_SIZES:
@@ -101,7 +93,7 @@ def data_overrides() -> list[str]:
 
 def make_trainer(overrides: list[str], device: str = "cpu") -> Trainer:
     """A Trainer of the real configs, logging nowhere, checkpointing never, objective prepared."""
-    cfg = compose(
+    cfg = compose_config(
         [
             *data_overrides(),
             f"device={device}",
@@ -278,7 +270,7 @@ def step_entry(
 
 # -- comparisons with plain loops --------------------------------------------------------------
 def train_images(count: int = 10000) -> torch.Tensor:
-    cfg = compose([*data_overrides(), "device=cpu"])
+    cfg = compose_config([*data_overrides(), "device=cpu"])
     data = build_components(cfg).data
     return data.train.gather(torch.arange(min(len(data.train), count))).flatten(1)
 
@@ -337,7 +329,7 @@ def bench_training(quick: bool, threads: int) -> dict[str, Any]:
 def bench_evaluation(quick: bool) -> dict[str, Any]:
     """IS evaluation of the runner (samples batched) against the naive loop, dlgm1 + vae."""
     examples, samples, rounds = (50, 200, 3) if quick else (100, 1000, 5)
-    cfg = compose([*data_overrides(), "device=cpu", "model=dlgm1", "inference=vae"])
+    cfg = compose_config([*data_overrides(), "device=cpu", "model=dlgm1", "inference=vae"])
     parts = build_components(cfg)
     split = parts.data.test.subset(examples)
     images = split.gather(torch.arange(examples)).flatten(1)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig
+from vgp_bench.runtime import compose_config
+
+__all__ = ["CONFIG_DIR", "REPO", "TINY", "compose_config"]
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG_DIR = REPO / "configs"
@@ -29,9 +30,3 @@ TINY = [
     "eval.batch_size=8",
     "device=cpu",
 ]
-
-
-def compose_config(overrides: list[str], config_name: str = "config") -> DictConfig:
-    """The config vgp-train would see for these command-line overrides."""
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        return compose(config_name=config_name, overrides=overrides)

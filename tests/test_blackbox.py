@@ -9,12 +9,11 @@ from statistics import NormalDist
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from PIL import Image
 
 from vgp_bench.blackbox import fit
 from vgp_bench.blackbox_cli import run
-from vgp_bench.runtime import build
+from vgp_bench.runtime import build, compose_config
 from vgp_bench.targets import (
     TARGETS,
     Banana,
@@ -25,7 +24,6 @@ from vgp_bench.targets import (
     ring_normalizer,
 )
 
-CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "configs")
 IMPORTANCE_SAMPLES = 500  # a realistic evaluation budget for a 2-D target
 
 
@@ -86,8 +84,7 @@ def test_ring_quadrature_matches_closed_form() -> None:
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
 def test_target_configs_build_and_evaluate_in_both_precisions(name: str) -> None:
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = compose(config_name="fit", overrides=[f"target={name}"])
+    cfg = compose_config([f"target={name}"], config_name="fit")
     target = build(cfg.target)
     assert isinstance(target, TARGETS[name])
     z = torch.randn(7, 2, generator=torch.Generator().manual_seed(0))
@@ -170,8 +167,7 @@ def test_cli_writes_table_picture_and_summary(tmp_path: Path, capsys) -> None:
         "samples.plot=500",
         f"out={tmp_path / 'picture.png'}",
     ]
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = compose(config_name="fit", overrides=overrides)
+    cfg = compose_config(overrides, config_name="fit")
     result = run(cfg, tmp_path)
     printed = capsys.readouterr().out
     assert all(name in printed for name in ("vgp", "mean_field", "planar_flow", "hvi"))

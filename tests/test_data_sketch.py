@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from tests.helpers import compose_config
 from tests.sketch_fixture import write_sketch_tree, write_sketch_zip
 from vgp_bench.data.base import CorruptDataError, MissingDataError
 from vgp_bench.data.sketch import default_dilation, load_sketch, output_path
@@ -325,8 +325,7 @@ def test_table2_experiment_trains_one_step_on_the_fixture(
     ]
     if experiment.endswith("vgp"):
         overrides += ["inference.variational_data_size=8", "inference.aux_hidden_dims=[8]"]
-    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
+    cfg = compose_config(overrides)
     assert (cfg.model.steps, cfg.model.read_size, cfg.model.write_size) == (2, 2, 5)
     metrics = train(cfg, tmp_path / "run")
     assert metrics["status"] == "finished" and metrics["steps"] == 1

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
+from tests.helpers import compose_config
 from vgp_bench import report
 
 REPO = Path(__file__).resolve().parent.parent
@@ -103,13 +103,8 @@ def test_slurm_launcher_config_names_the_plugin_class():
 
 
 def test_launchers_compose_into_the_hydra_config(fake_submitit_schema):
-    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        slurm = compose(
-            config_name="config", overrides=["hydra/launcher=slurm"], return_hydra_config=True
-        ).hydra.launcher
-        joblib = compose(
-            config_name="config", overrides=["hydra/launcher=joblib"], return_hydra_config=True
-        ).hydra.launcher
+    slurm = compose_config(["hydra/launcher=slurm"], return_hydra_config=True).hydra.launcher
+    joblib = compose_config(["hydra/launcher=joblib"], return_hydra_config=True).hydra.launcher
     assert slurm._target_.endswith("submitit_launcher.SlurmLauncher")
     assert slurm.timeout_min == OmegaConf.load(LAUNCHERS / "slurm.yaml").timeout_min
     assert slurm.qos is None and slurm.array_parallelism == 18  # schema default, then ours

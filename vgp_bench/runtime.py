@@ -1,4 +1,4 @@
-"""Run-time plumbing: devices, object construction from config, code version."""
+"""Run-time plumbing: devices, configs composed and built into objects, code version."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -65,6 +66,18 @@ def limit_gpu_memory(device: torch.device, fraction: float | None) -> None:
         )
     if device.type == "cuda":
         torch.cuda.set_per_process_memory_fraction(float(fraction), device)
+
+
+def compose_config(
+    overrides: list[str], config_name: str = "config", return_hydra_config: bool = False
+) -> DictConfig:
+    """The config a command of this repository sees for these command-line overrides."""
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        return compose(
+            config_name=config_name,
+            overrides=overrides,
+            return_hydra_config=return_hydra_config,
+        )
 
 
 def build(node: DictConfig, **runtime_kwargs: Any) -> Any:

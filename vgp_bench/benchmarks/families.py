@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from hydra import compose, initialize_config_dir
 
-from vgp_bench.runtime import CONFIG_DIR
+from vgp_bench.runtime import CONFIG_DIR, compose_config
 
 FAMILY_OVERRIDES: dict[str, list[str]] = {
     "vae": ["inference=vae"],
@@ -43,11 +42,7 @@ def step_time(overrides: list[str], steps: int, warmup: int = 2) -> dict[str, fl
     """Milliseconds per training step of dlgm1 with `overrides`, on the CPU, batch 100."""
     from vgp_bench.train import NullWriter, Trainer, build_components
 
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = compose(
-            config_name="config",
-            overrides=[*data_overrides(), "model=dlgm1", "device=cpu", *overrides],
-        )
+    cfg = compose_config([*data_overrides(), "model=dlgm1", "device=cpu", *overrides])
     trainer = Trainer(cfg, Path("bench/scratch"), build_components(cfg))
     trainer.writer = NullWriter()
     batch = torch.arange(int(cfg.trainer.batch_size))
