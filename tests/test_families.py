@@ -19,7 +19,7 @@ from vgp_bench.inference.base import SiteSpec, build_heads
 from vgp_bench.inference.hvi import HVIHead, leapfrog_trajectory
 from vgp_bench.inference.mean_field import MeanFieldHead
 from vgp_bench.inference.planar_flow import PlanarFlowHead, constrained_direction, planar_map
-from vgp_bench.train import BoundObjective
+from vgp_bench.step import BoundObjective
 
 FAMILIES = {
     "planar_flow": partial(PlanarFlowHead, flow_length=4),

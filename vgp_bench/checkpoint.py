@@ -1,16 +1,64 @@
-"""Atomic writes of checkpoints and JSON: a crash mid-write never leaves a torn file."""
+"""Checkpoints: what a run saves to resume exactly (parameters, optimizer, shard generators, the
+loop's state, the config), written atomically and loaded without running code from them."""
 
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+from omegaconf import DictConfig, OmegaConf
+from torch import Tensor
 
-from vgp_bench.data.store import atomic_file, atomic_write
+from vgp_bench.data.store import atomic_write
 
-__all__ = ["atomic_file", "load_checkpoint", "save_checkpoint", "write_json"]
+if TYPE_CHECKING:
+    from vgp_bench.build import Components
+
+
+@dataclass
+class RunState:
+    """The loop's position and bookkeeping; saved with every checkpoint."""
+
+    step: int = 0
+    epoch: int = 0  # epochs completed
+    batch_in_epoch: int = 0  # batches of the current epoch already done
+    history: list[dict[str, Any]] = field(default_factory=list)  # metrics.EpochRecord objects
+    best_valid_bound: float = -math.inf
+    nonfinite_in_row: int = 0
+    nonfinite_total: int = 0
+    wall_time_s: float = 0.0
+    eval_at_epochs: dict[str, dict[str, Any]] = field(default_factory=dict)  # EpochEvaluation
+    epoch_bound_sum: float = 0.0  # training bounds summed over this epoch's finite steps
+    epoch_bound_count: int = 0
+    epoch_end_pending: bool = False  # an epoch ended but its validation/images are not done
+
+
+def training_checkpoint(
+    parts: Components, generator_states: list[Tensor], state: RunState, cfg: DictConfig
+) -> dict[str, Any]:
+    """Everything a resume needs to continue bit for bit."""
+    return {
+        "model": parts.model.state_dict(),
+        "heads": parts.heads.state_dict(),
+        "optimizer": parts.optimizer.state_dict(),
+        "generators": generator_states,  # one per data shard, in shard order
+        "state": asdict(state),
+        "config": OmegaConf.to_container(cfg, resolve=True),
+    }
+
+
+def restore_training(parts: Components, checkpoint: dict[str, Any]) -> RunState:
+    """Load parameters and optimizer from `checkpoint`; the loop's state to continue from."""
+    parts.model.load_state_dict(checkpoint["model"])
+    parts.heads.load_state_dict(checkpoint["heads"])
+    parts.optimizer.load_state_dict(checkpoint["optimizer"])
+    state = RunState(**checkpoint["state"])
+    parts.schedule.apply(state.step)
+    return state
 
 
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:

@@ -36,3 +36,10 @@ def divergence_reason(test: dict[str, Any], trivial: float | None) -> str | None
             "that gives every pixel probability 1/2"
         )
     return None
+
+
+def divergence(test: dict[str, Any] | None, x_shape: tuple[int, ...]) -> dict[str, Any]:
+    """What metrics.json records about divergence: trivial_nll, diverged, diverged_reason."""
+    trivial = trivial_nll(math.prod(x_shape))
+    reason = divergence_reason(test, trivial) if test is not None else None
+    return {"trivial_nll": trivial, "diverged": reason is not None, "diverged_reason": reason}

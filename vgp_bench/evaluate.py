@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import math
+import os
 import sys
+from contextlib import nullcontext
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +19,20 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from vgp_bench.checkpoint import atomic_file
+from vgp_bench.build import Components, build_components
+from vgp_bench.checkpoint import load_checkpoint
 from vgp_bench.data.base import ImageSplit
+from vgp_bench.data.store import atomic_file
+from vgp_bench.diagnostics import auxiliary_gap
+from vgp_bench.distributed import DistributedContext
 from vgp_bench.estimators import chunked_estimate
+from vgp_bench.failures import USER_ERRORS, log_failure, print_error
+from vgp_bench.metrics import Evaluation, read_record, write_record
 from vgp_bench.models.base import LatentVariableModel
-from vgp_bench.run_folder import one_line_error
-from vgp_bench.runtime import CONFIG_DIR
+from vgp_bench.run_folder import claimed, clear_orphans, refuse_if_locked
+from vgp_bench.runtime import CONFIG_DIR, ConfigError, make_generator
+from vgp_bench.settings import check_eval_settings
+from vgp_bench.signals import EvaluationInterrupted, interruptible, stop_signals
 
 # An IS estimate may dip below the bound by Monte Carlo noise; flag it past this many nats.
 BELOW_BOUND_TOLERANCE = 0.05
@@ -36,7 +48,7 @@ class SplitEstimate:
     pareto_k: Tensor | None = None  # PSIS k-hat of each example's weights (float64)
 
     def summary(self) -> dict[str, Any]:
-        """Mean -log p(x) and -bound with standard errors, in nats."""
+        """Mean -log p(x) and -bound with standard errors, in nats (an Evaluation's object)."""
         count = self.log_likelihood.numel()
         nll = -self.log_likelihood.double()
         bound_nll = -self.bound.double()
@@ -45,36 +57,37 @@ class SplitEstimate:
             return float(v.std() / math.sqrt(count)) if count > 1 else float("nan")
 
         is_below_bound = float(nll.mean()) > float(bound_nll.mean()) + BELOW_BOUND_TOLERANCE
-        summary = {
-            "nll": float(nll.mean()),
-            "nll_stderr": stderr(nll),
-            "bound_nll": float(bound_nll.mean()),
-            "bound_nll_stderr": stderr(bound_nll),
-            "bound_gap": float((bound_nll - nll).mean()),  # what a better q could gain
-            "bound_gap_stderr": stderr(bound_nll - nll),
-            "is_samples": self.is_samples,
-            "n_examples": count,
-            "is_below_bound": is_below_bound,
-        }
-        return summary | pareto_summary(self.pareto_k)
+        evaluation = Evaluation(
+            nll=float(nll.mean()),
+            nll_stderr=stderr(nll),
+            bound_nll=float(bound_nll.mean()),
+            bound_nll_stderr=stderr(bound_nll),
+            bound_gap=float((bound_nll - nll).mean()),  # what a better q could gain
+            bound_gap_stderr=stderr(bound_nll - nll),
+            is_samples=self.is_samples,
+            n_examples=count,
+            is_below_bound=is_below_bound,
+        )
+        add_pareto_summary(evaluation, self.pareto_k)
+        return evaluation.to_json()
 
 
-def pareto_summary(pareto_k: Tensor | None) -> dict[str, Any]:
+def add_pareto_summary(evaluation: Evaluation, pareto_k: Tensor | None) -> None:
     """Reliability of the IS estimates: PSIS k-hat over examples (Vehtari et al.).
 
     `pareto_k_above_0_7` is the share of examples whose weights have (nearly) infinite
     variance: their IS log-likelihood is not to be trusted at this S.
     """
     if pareto_k is None:
-        return {}
+        return
     finite = pareto_k[torch.isfinite(pareto_k)]
     if finite.numel() == 0:
-        return {"pareto_k_mean": None, "pareto_k_max": None, "pareto_k_above_0_7": 0.0}
-    return {
-        "pareto_k_mean": float(finite.mean()),
-        "pareto_k_max": float(finite.max()),
-        "pareto_k_above_0_7": float((pareto_k > 0.7).double().mean()),
-    }
+        evaluation.pareto_k_mean, evaluation.pareto_k_max = None, None
+        evaluation.pareto_k_above_0_7 = 0.0
+        return
+    evaluation.pareto_k_mean = float(finite.mean())
+    evaluation.pareto_k_max = float(finite.max())
+    evaluation.pareto_k_above_0_7 = float((pareto_k > 0.7).double().mean())
 
 
 @torch.no_grad()
@@ -123,6 +136,76 @@ def estimate_split(
     )
 
 
+def evaluate_components(
+    parts: Components,
+    eval_cfg: DictConfig,
+    is_samples: int,
+    context: DistributedContext,
+    progress: bool = False,
+    run_dir: Path | None = None,
+    split_name: str | None = None,
+    subset: int | None = None,
+    with_diagnostics: bool = False,
+) -> dict[str, Any]:
+    """IS log-likelihood and bound on a split, sharded over ranks; per-example file when asked.
+
+    Returns an Evaluation's object. `with_diagnostics` (final evaluations) adds the VGP's
+    auxiliary gap on the first `eval.aux_gap_examples` examples.
+    """
+    split_name = split_name or str(eval_cfg.split)
+    split: ImageSplit | None = getattr(parts.data, split_name, None)
+    if split is None:
+        raise ConfigError(f"eval.split={split_name} does not exist for this dataset")
+    subset = subset if subset is not None else eval_cfg.subset
+    if subset:
+        split = split.subset(int(subset))
+    indices = torch.arange(len(split))[context.rank :: context.world_size]
+    estimate = estimate_split(
+        parts.model,
+        parts.heads,
+        split.select(indices),
+        is_samples,
+        int(eval_cfg.chunk_size),
+        int(eval_cfg.batch_size),
+        make_generator(parts.device, int(eval_cfg.seed) + context.rank),
+        parts.device,
+        progress=progress and context.is_main,
+        description=f"IS x{is_samples}",
+    )
+    if context.enabled:  # put every rank's examples back in split order
+        pieces = context.gather_objects(
+            (indices, estimate.log_likelihood, estimate.bound, estimate.pareto_k)
+        )
+        order = torch.cat([piece[0] for piece in pieces]).argsort()
+        estimate.log_likelihood = torch.cat([piece[1] for piece in pieces])[order]
+        estimate.bound = torch.cat([piece[2] for piece in pieces])[order]
+        estimate.pareto_k = torch.cat([piece[3] for piece in pieces])[order]
+    evaluation = Evaluation(estimate.summary(), split=split_name)
+    weights = {
+        name: head.evaluation_weight
+        for name, head in parts.heads.items()
+        if hasattr(head, "evaluation_weight")
+    }
+    if weights:
+        evaluation.weight = weights
+    if with_diagnostics and int(eval_cfg.get("aux_gap_examples") or 0) > 0 and context.is_main:
+        gap = auxiliary_gap(
+            parts.model,
+            parts.heads,
+            split.subset(int(eval_cfg.aux_gap_examples)),
+            int(eval_cfg.aux_gap_samples),
+            int(eval_cfg.aux_gap_draws),
+            make_generator(parts.device, int(eval_cfg.seed) + 1),
+            parts.device,
+        )
+        evaluation.update(gap)
+    if eval_cfg.save_per_example and run_dir is not None and context.is_main:
+        path = run_dir / f"{split_name}_per_example_k{is_samples}.h5"
+        save_per_example(estimate, path)
+        evaluation.per_example_file = path.name
+    return evaluation.to_json()
+
+
 def save_per_example(estimate: SplitEstimate, path: str | Path) -> None:
     """Per-example IS log-likelihood and bound as HDF5 datasets (written atomically)."""
     with atomic_file(path) as temporary, h5py.File(temporary, "w") as handle:
@@ -133,32 +216,106 @@ def save_per_example(estimate: SplitEstimate, path: str | Path) -> None:
         handle.attrs["is_samples"] = estimate.is_samples
 
 
+def run_folder_of(checkpoint: Path) -> Path:
+    """The run folder of `<run>/checkpoints/x.pt`, else the checkpoint's own folder."""
+    parent = checkpoint.parent
+    return parent.parent if parent.name == "checkpoints" else parent
+
+
+def evaluate_checkpoint(
+    checkpoint_path: str,
+    eval_cfg: DictConfig,
+    device_name: str = "auto",
+    data_dir: str | None = None,
+) -> dict[str, Any]:
+    """Rebuild a run from its checkpoint, evaluate it, and add the result to its metrics.json.
+
+    The evaluation is appended to `evaluations`; the run's own `test` result is never
+    replaced (it is filled in only when the run has none). The folder is locked meanwhile,
+    and the log goes to its eval.log.
+    """
+    check_eval_settings(OmegaConf.create({"eval": eval_cfg}))
+    path = Path(checkpoint_path)
+    checkpoint = load_checkpoint(path)
+    cfg = OmegaConf.create(checkpoint["config"])
+    cfg.device = device_name
+    if data_dir is not None:
+        cfg.data_dir = data_dir
+    cfg.eval = OmegaConf.merge(cfg.eval, eval_cfg)
+    run_dir = run_folder_of(path)
+    refuse_if_locked(run_dir)
+    parts = build_components(cfg)
+    parts.model.load_state_dict(checkpoint["model"])
+    parts.heads.load_state_dict(checkpoint["heads"])
+    step = int(checkpoint.get("state", {}).get("step", -1))
+    writable = os.access(run_dir, os.W_OK)
+    claim = claimed(run_dir, "vgp-eval", log_name="eval.log") if writable else nullcontext(None)
+    with claim as log, stop_signals() as request:
+        log = log or logging.getLogger(__name__)
+        if writable:
+            clear_orphans(run_dir, log)
+        log.info("evaluating %s (step %d): %s", path, step, OmegaConf.to_container(cfg.eval))
+        try:
+            with interruptible(request):
+                summary = evaluate_components(
+                    parts,
+                    cfg.eval,
+                    int(cfg.eval.is_samples),
+                    DistributedContext(),
+                    progress=True,
+                    run_dir=run_dir if writable else None,
+                    with_diagnostics=True,
+                )
+        except EvaluationInterrupted:
+            log.info("interrupted; nothing was recorded")
+            raise
+        except BaseException as error:
+            log_failure(log, error, isinstance(error, USER_ERRORS))
+            if writable:
+                error.add_note(f"traceback in {run_dir / 'eval.log'}")
+            raise
+        evaluation = Evaluation(
+            summary,
+            checkpoint=path.name,
+            step=step,
+            subset=cfg.eval.subset,
+            evaluated_at=datetime.now().astimezone().isoformat(timespec="seconds"),
+        )
+        metrics_path = run_dir / "metrics.json"
+        if writable and metrics_path.exists():
+            record = read_record(metrics_path)
+            evaluation.run_steps = record.steps
+            record.add_evaluation(evaluation)
+            write_record(record, metrics_path)
+        log.info("result: %s", evaluation.to_json())
+    return evaluation.to_json()
+
+
 def format_summary(summary: dict[str, Any], label: str = "test") -> str:
-    """A short human-readable table of one evaluation."""
+    """A short human-readable table of one evaluation (an Evaluation's object)."""
+    evaluation = Evaluation(summary)
     lines = [
         f"{'':<10} {'-log p(x) (IS)':>18} {'-bound':>18}   samples  examples",
-        f"{label:<10} {summary['nll']:>10.2f} ± {summary['nll_stderr']:<5.2f} "
-        f"{summary['bound_nll']:>10.2f} ± {summary['bound_nll_stderr']:<5.2f}"
-        f"   {summary['is_samples']:>7}  {summary['n_examples']:>8}",
+        f"{label:<10} {evaluation.nll:>10.2f} ± {evaluation.nll_stderr:<5.2f} "
+        f"{evaluation.bound_nll:>10.2f} ± {evaluation.bound_nll_stderr:<5.2f}"
+        f"   {evaluation.is_samples:>7}  {evaluation.n_examples:>8}",
     ]
-    for site, weight in (summary.get("weight") or {}).items():
+    for site, weight in (evaluation.weight or {}).items():
         if "infinite variance" in weight:
             lines.append(f"WARNING: site {site}: {weight}")
-    share = summary.get("pareto_k_above_0_7")
+    share = evaluation.pareto_k_above_0_7
     if share:
         lines.append(
             f"WARNING: {100 * share:.1f}% of examples have PSIS k-hat > 0.7: their weights have "
             "nearly infinite variance; raise eval.is_samples or distrust those estimates"
         )
-    if summary["is_below_bound"]:
+    if evaluation.is_below_bound:
         lines.append("WARNING: the IS estimate is below the bound on average: check the weights")
     return "\n".join(lines)
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="evaluate")
 def _hydra_main(cfg: DictConfig) -> None:
-    from vgp_bench.train import USER_ERRORS, EvaluationInterrupted, evaluate_checkpoint
-
     if OmegaConf.is_missing(cfg, "checkpoint") or not cfg.checkpoint:
         print(
             "vgp-eval: error: checkpoint is required: vgp-eval "
@@ -174,9 +331,7 @@ def _hydra_main(cfg: DictConfig) -> None:
         print(f"vgp-eval: {signal_name}: stopped; nothing was recorded", file=sys.stderr)
         sys.exit(130)
     except Exception as error:
-        text = one_line_error(error, expected=isinstance(error, USER_ERRORS))
-        notes = "; ".join(getattr(error, "__notes__", []))
-        print(f"vgp-eval: error: {text}" + (f" ({notes})" if notes else ""), file=sys.stderr)
+        print_error("vgp-eval", error, expected=isinstance(error, USER_ERRORS))
         sys.exit(1)
     print(format_summary(summary))
     print(OmegaConf.to_yaml(OmegaConf.create({"test": summary})).strip())

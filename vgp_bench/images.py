@@ -1,4 +1,4 @@
-"""Image grids of samples and reconstructions."""
+"""Image grids of samples and reconstructions, and the figures a run folder holds."""
 
 from __future__ import annotations
 
@@ -6,8 +6,11 @@ import math
 from pathlib import Path
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torchvision.utils import make_grid, save_image
+
+from vgp_bench.data.base import ImageSplit
+from vgp_bench.models.base import LatentVariableModel
 
 
 def image_grid(images: Tensor, columns: int | None = None) -> Tensor:
@@ -28,3 +31,31 @@ def save_grid(images: Tensor, path: str | Path, columns: int | None = None) -> T
 def reconstruction_pairs(originals: Tensor, reconstructions: Tensor) -> Tensor:
     """Interleave originals and reconstructions row by row: `[2N, C, H, W]`."""
     return torch.stack([originals, reconstructions], dim=1).flatten(0, 1)
+
+
+@torch.no_grad()
+def save_run_figures(
+    model: LatentVariableModel,
+    heads: nn.ModuleDict,
+    test: ImageSplit,
+    run_dir: Path,
+    generator: torch.Generator,
+    count: int = 64,
+) -> dict[str, Tensor]:
+    """samples.png, reconstructions.png and the model's own figures in `run_dir`; returns the
+    first two grids (for TensorBoard). Leaves model and heads in training mode."""
+    model.eval()
+    heads.eval()
+    grids = {"samples": save_grid(model.sample(count, generator), run_dir / "samples.png")}
+    originals = test.gather(torch.arange(min(32, len(test))), generator)
+    reconstructions = model.reconstruct(originals, heads, generator)
+    grids["reconstructions"] = save_grid(
+        reconstruction_pairs(originals, reconstructions),
+        run_dir / "reconstructions.png",
+        columns=16,
+    )
+    for name, images in model.extra_figures(8, generator).items():
+        save_grid(images, run_dir / f"{name}.png", columns=max(1, images.shape[0] // 8))
+    model.train()
+    heads.train()
+    return grids

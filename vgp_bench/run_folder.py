@@ -1,10 +1,12 @@
-"""Run-folder guards: one process per folder (a lock naming its holder), no orphans, a log.
+"""Run-folder guards: one process per folder (a lock naming its holder), what a start may do to
+the folder (fresh start, exact resume, refusal), no orphans, a log.
 
 A run folder is written by one process at a time. `claim` takes an exclusive `flock` on
 `<run>/.lock` for the run's life and writes who holds it; a second process finds the lock
 held and refuses with the holder's name. The kernel releases the lock when its holder dies
 (even by kill -9), so a stale `.lock` file never blocks anyone. Everything that can refuse a
-run (`refuse_if_locked`, `check_fresh_start`, `resume_changes`) reads and never writes.
+run (`refuse_if_locked`, `check_fresh_start`, `resume_changes`, `plan_run`) reads and never
+writes.
 """
 
 from __future__ import annotations
@@ -14,15 +16,21 @@ import json
 import logging
 import os
 import socket
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from vgp_bench.runtime import ConfigError
+from omegaconf import DictConfig, OmegaConf
+
+from vgp_bench.checkpoint import load_checkpoint
+from vgp_bench.data.store import orphaned_temporaries
+from vgp_bench.distributed import DistributedContext
+from vgp_bench.failures import RunFolderError
 
 LOCK_NAME = ".lock"
 LOG_NAME = "train.log"
@@ -76,10 +84,6 @@ def is_older_default(key: str, old: dict[str, Any], new: dict[str, Any]) -> bool
         return False
     compatible = NEWER_KEYS[key]
     return compatible is ANY or new.get(key) == compatible
-
-
-class RunFolderError(ConfigError):
-    """A run folder that cannot be used as asked; nothing in it was changed."""
 
 
 @dataclass
@@ -162,13 +166,12 @@ def acquire_lock(run_dir: Path, command: str) -> RunLock:
 
 
 def remove_orphans(run_dir: Path) -> list[Path]:
-    """Delete `.<name>.*.tmp` files an atomic write left when its process was killed."""
+    """Delete the temporary files atomic writes left when their process was killed."""
     removed = []
     for folder in (run_dir, run_dir / "checkpoints"):
-        if folder.is_dir():
-            for path in folder.glob(".*.tmp"):
-                path.unlink(missing_ok=True)
-                removed.append(path)
+        for path in orphaned_temporaries(folder):
+            path.unlink(missing_ok=True)
+            removed.append(path)
     return removed
 
 
@@ -225,6 +228,25 @@ def move_aside(run_dir: Path, destination: Path) -> None:
             entry.rename(destination / entry.name)
 
 
+def prepare_folder(run_dir: Path, plan: RunPlan, logger: logging.Logger) -> None:
+    """Move the folder's old run aside when the plan says so, and remove orphaned temporary
+    files (rank 0, holding the lock)."""
+    if plan.move_to is not None:
+        move_aside(run_dir, plan.move_to)
+        print(f"vgp-train: moved the folder's previous run to {plan.move_to}", file=sys.stderr)
+        logger.info("moved the folder's previous run to %s", plan.move_to)
+    clear_orphans(run_dir, logger)
+
+
+def write_run_config(run_dir: Path, cfg: DictConfig, hydra_files: dict[str, Any]) -> None:
+    """The resolved config.yaml and Hydra's .hydra/ record, written once the run may start."""
+    for name, node in hydra_files.items():
+        path = run_dir / ".hydra" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(OmegaConf.to_yaml(node))
+    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+
+
 def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
     """Nested dicts as dotted keys; lists and scalars are leaves."""
     if isinstance(node, dict) and node:
@@ -258,6 +280,79 @@ def resume_changes(
             "new folder (hydra.run.dir=...)"
         )
     return {key: [old.get(key), new.get(key)] for key in changed}
+
+
+@dataclass
+class RunPlan:
+    """What a start does to its run folder, decided before anything is written."""
+
+    checkpoint: dict[str, Any] | None = None  # to resume from
+    changes: dict[str, list[Any]] = field(default_factory=dict)  # accepted config changes
+    move_to: Path | None = None  # where the folder's old run goes first
+
+
+def agreed_plan(
+    context: DistributedContext,
+    cfg: DictConfig,
+    run_dir: Path,
+    total_shards: int,
+    holding_lock: bool,
+) -> RunPlan:
+    """`plan_run` on rank 0: its refusal is raised on every rank, and every rank gets the
+    checkpoint to resume from."""
+    plan, refusal = None, None
+    if context.is_main:
+        try:
+            plan = plan_run(cfg, run_dir, total_shards, holding_lock)
+        except Exception as error:  # the other ranks must hear of it, or they wait forever
+            refusal = error
+    message = context.broadcast_object(None if refusal is None else str(refusal))
+    if refusal is not None:
+        raise refusal
+    if message is not None:
+        raise RunFolderError(message)
+    resume = context.broadcast_object(plan is not None and plan.checkpoint is not None)
+    if not context.is_main:
+        last = run_dir / "checkpoints" / "last.pt"
+        plan = RunPlan(load_checkpoint(last, map_location="cpu") if resume else None)
+    assert plan is not None
+    return plan
+
+
+def plan_run(cfg: DictConfig, run_dir: Path, total_shards: int, holding_lock: bool) -> RunPlan:
+    """Decide how a start treats `run_dir`, or refuse; reads the folder and writes nothing.
+
+    Refused: a folder another process holds; a resume whose config differs in a key that
+    changes what the run computes, or whose data shards differ; any start that would
+    overwrite a run (see `check_fresh_start`).
+    """
+    if not holding_lock:
+        refuse_if_locked(run_dir)
+    current = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(current, dict)
+    trainer = cfg.trainer
+    last = run_dir / "checkpoints" / "last.pt"
+    if trainer.resume and last.exists():
+        checkpoint = load_checkpoint(last, map_location="cpu")
+        changes = resume_changes(checkpoint["config"], current, run_dir)
+        saved_shards = len(checkpoint["generators"])
+        if saved_shards != total_shards:
+            raise RunFolderError(
+                f"{last} was written with {saved_shards} data shards (ranks x "
+                f"trainer.micro_batches) but this run has {total_shards}; resume with the "
+                "same number of processes and micro-batches"
+            )
+        return RunPlan(checkpoint, changes)
+    saved_config = run_dir / "config.yaml"
+    if trainer.resume and saved_config.is_file() and not any(run_dir.glob("checkpoints/*.pt")):
+        # an attempt that stopped before its first checkpoint: nothing to lose by restarting
+        # it, as long as it is the same run
+        saved = OmegaConf.to_container(OmegaConf.load(saved_config), resolve=True)
+        assert isinstance(saved, dict)
+        resume_changes(saved, current, run_dir)
+        return RunPlan()
+    move_to = check_fresh_start(run_dir, bool(trainer.resume), bool(trainer.get("move_aside")))
+    return RunPlan(move_to=move_to)
 
 
 # ---------------------------------------------------------------------------- the run's log
@@ -305,20 +400,3 @@ def clear_orphans(run_dir: Path, logger: logging.Logger) -> None:
     """`remove_orphans`, logged; only while holding the folder's lock."""
     for orphan in remove_orphans(run_dir):
         logger.info("removed %s, left by a write that was killed", orphan.name)
-
-
-def log_failure(logger: logging.Logger, error: BaseException, expected: bool = False) -> str:
-    """Log `error` with its traceback; return it as one line for metrics.json.
-
-    An `expected` error (bad input, a diverging run) is its message; any other is prefixed
-    with its type.
-    """
-    logger.error("failed", exc_info=(type(error), error, error.__traceback__))
-    return one_line_error(error, expected)
-
-
-def one_line_error(error: BaseException, expected: bool = False) -> str:
-    text = " ".join(str(error).split())
-    if expected:
-        return text or type(error).__name__
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__

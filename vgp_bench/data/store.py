@@ -45,6 +45,11 @@ def atomic_file(path: str | Path) -> Iterator[Path]:
         raise
 
 
+def orphaned_temporaries(folder: Path) -> list[Path]:
+    """The temporary files in `folder` of atomic writes whose process was killed."""
+    return sorted(folder.glob(".*.tmp")) if folder.is_dir() else []
+
+
 def atomic_write(path: str | Path, write: Callable[[IO[bytes]], Any]) -> None:
     """Call `write(stream)` on a temporary file, flush it to disk, then rename it over `path`."""
     with atomic_file(path) as temporary, open(temporary, "wb") as stream:

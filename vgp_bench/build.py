@@ -1,0 +1,71 @@
+"""Everything a run is made of, built from its config: data, model, heads, optimizer, schedule."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from hydra.utils import get_class
+from omegaconf import DictConfig
+from torch import nn
+
+from vgp_bench.data.base import DatasetBundle
+from vgp_bench.distributed import DistributedContext
+from vgp_bench.inference.base import build_heads
+from vgp_bench.models.base import LatentVariableModel
+from vgp_bench.runtime import build, limit_gpu_memory, resolve_device
+from vgp_bench.schedules import StepSizeSchedule
+
+
+@dataclass
+class Components:
+    """Everything a run is built from its config."""
+
+    data: DatasetBundle
+    model: LatentVariableModel
+    heads: nn.ModuleDict
+    optimizer: torch.optim.Optimizer
+    schedule: StepSizeSchedule
+    device: torch.device
+
+    @property
+    def parameters(self) -> list[nn.Parameter]:
+        return [*self.model.parameters(), *self.heads.parameters()]
+
+
+def load_data(cfg: DictConfig) -> DatasetBundle:
+    """Build the dataset of `cfg.dataset` with the absolute data folder."""
+    data_dir = str(Path(cfg.data_dir).expanduser().resolve())
+    return build(cfg.dataset, data_dir=data_dir)
+
+
+def build_components(
+    cfg: DictConfig, data: DatasetBundle | None = None, context: DistributedContext | None = None
+) -> Components:
+    """Dataset, model, heads, optimizer and schedule from the config (parameters seeded)."""
+    device = resolve_device(str(cfg.device))
+    if context is not None and context.enabled and device.type == "cuda":
+        device = torch.device("cuda", context.local_rank)
+    limit_gpu_memory(device, cfg.trainer.get("gpu_memory_fraction"))
+    data = load_data(cfg) if data is None else data
+    torch.manual_seed(int(cfg.seed))  # parameter initialisation
+    model = build(cfg.model, x_shape=data.x_shape).to(device)
+    heads = build_heads(build(cfg.inference), model.sites).to(device)
+    parameters = [*model.parameters(), *heads.parameters()]
+    optimizer = build(cfg.optim.optimizer, params=parameters, **multi_tensor_update(cfg))
+    schedule = StepSizeSchedule(optimizer, build(cfg.optim.schedule))
+    return Components(data.to(device), model, heads, optimizer, schedule, device)
+
+
+def multi_tensor_update(cfg: DictConfig) -> dict[str, bool]:
+    """`foreach=True` unless the optimizer config sets it: torch's optimizers loop over the
+    parameters one tensor at a time on CPU; the multi-tensor update computes the same numbers
+    (bit for bit, tests/test_train.py) with one dispatch per operation instead of one per tensor.
+    """
+    node = cfg.optim.optimizer
+    if "foreach" in node:
+        return {}
+    target = get_class(str(node._target_))
+    return {"foreach": True} if "foreach" in inspect.signature(target).parameters else {}

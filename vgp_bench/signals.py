@@ -1,0 +1,66 @@
+"""Stop signals: SIGINT/SIGTERM ask a run to checkpoint and stop after the current step, and
+abandon an evaluation at once (a rerun redoes it)."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+
+class EvaluationInterrupted(BaseException):
+    """A stop signal during an evaluation: it is abandoned at once, and a rerun redoes it."""
+
+
+@dataclass
+class StopRequest:
+    """What the SIGINT/SIGTERM handler recorded; during an evaluation it raises instead."""
+
+    signal: int | None = None
+    evaluating: bool = False
+
+    def __bool__(self) -> bool:
+        return self.signal is not None
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signal or signal.SIGTERM).name
+
+
+@contextmanager
+def interruptible(request: StopRequest) -> Iterator[None]:
+    """Inside, a stop signal abandons the work at once (raising EvaluationInterrupted)."""
+    if request:
+        raise EvaluationInterrupted(request.name)
+    request.evaluating = True
+    try:
+        yield
+    finally:
+        request.evaluating = False
+
+
+@contextmanager
+def stop_signals() -> Iterator[StopRequest]:
+    """Turn SIGINT/SIGTERM into a request to checkpoint and stop after the current step;
+    inside `interruptible` (evaluations) the work is abandoned at once."""
+    request = StopRequest()
+    previous = {}
+
+    def handler(signum: int, _frame: Any) -> None:
+        request.signal = signum
+        if request.evaluating:
+            request.evaluating = False  # one raise, even if the signal comes again
+            raise EvaluationInterrupted(request.name)
+
+    try:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        previous = {}
+    try:
+        yield request
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)

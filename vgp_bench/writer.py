@@ -1,0 +1,44 @@
+"""TensorBoard for a run: the training scalars, a stand-in writer for ranks other than 0."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor
+from torch.utils.tensorboard import SummaryWriter
+
+# scalars under train/; the model's and heads' named terms go under train_terms/
+MAIN_SCALARS = ("bound", "lr", "grad_norm", "examples_per_s")
+
+
+class NullWriter:
+    """Stands in for TensorBoard on ranks other than 0."""
+
+    def add_scalar(self, *args: Any, **kwargs: Any) -> None: ...
+
+    def add_image(self, *args: Any, **kwargs: Any) -> None: ...
+
+    def close(self) -> None: ...
+
+
+Writer = SummaryWriter | NullWriter
+
+
+def write_training_scalars(
+    writer: Writer,
+    window_bound: Tensor,
+    terms: dict[str, Tensor],
+    step_size: float,
+    examples_per_s: float,
+    step: int,
+) -> dict[str, float]:
+    """The bound averaged over the logging window, the other terms of the latest step (so the
+    loop adds nothing per step but the bound), the step size and the throughput."""
+    values = {"bound": float(window_bound)}
+    values.update({name: float(value) for name, value in terms.items()})
+    values["lr"] = step_size
+    values["examples_per_s"] = examples_per_s
+    for name, value in values.items():
+        prefix = "train" if name in MAIN_SCALARS else "train_terms"
+        writer.add_scalar(f"{prefix}/{name}", value, step)
+    return values
