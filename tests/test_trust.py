@@ -23,17 +23,12 @@ from vgp_bench import train as train_module
 from vgp_bench.blackbox_cli import run as fit_run
 from vgp_bench.checkpoint import load_checkpoint, save_checkpoint, write_json
 from vgp_bench.data.store import atomic_file
+from vgp_bench.divergence import divergence
 from vgp_bench.evaluate import evaluate_checkpoint
 from vgp_bench.gp.cholesky import cholesky_with_jitter
 from vgp_bench.run_folder import RunFolderError, acquire_lock, refuse_if_locked
 from vgp_bench.runtime import ConfigError
-from vgp_bench.train import (
-    NonFiniteTrainingError,
-    Trainer,
-    build_components,
-    divergence,
-    train,
-)
+from vgp_bench.train import NonFiniteTrainingError, Trainer, build_components, train
 
 
 class _RunsAShellCommand:

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
+    from vgp_bench.checkpoint import RunState
+
 Value = TypeVar("Value")
 Nested = TypeVar("Nested", bound="Record")
 
@@ -215,6 +217,17 @@ class RunRecord(Record):
         self.batch_size = int(cfg.trainer.batch_size)
         self.train_samples = int(cfg.trainer.n_samples)
         self.train_objective = str(cfg.trainer.objective)
+
+    def record_progress(
+        self, state: RunState, status: str, error: str | None, world_size: int
+    ) -> None:
+        """How far the run got, from the loop's state (written at every save)."""
+        self.status, self.error = status, error
+        self.epochs_completed, self.steps = state.epoch, state.step
+        self.wall_time_s = round(state.wall_time_s, 3)
+        self.update({"history": state.history, "eval_at_epochs": state.eval_at_epochs})
+        self.nonfinite_skipped = state.nonfinite_total
+        self.world_size = world_size
 
     def add_evaluation(self, evaluation: Evaluation) -> None:
         """Append a later evaluation (vgp-eval); it is `test` only when the run has none."""

@@ -1,42 +1,39 @@
-"""Run-folder guards: one process per folder (a lock naming its holder), what a start may do to
-the folder (fresh start, exact resume, refusal), no orphans, a log.
+"""A run folder: what a start may do to it (fresh start, exact resume, or refusal), one process
+at a time (`vgp_bench.lock`) with its log, and what a training run writes there (`RunFolder`).
 
-A run folder is written by one process at a time. `claim` takes an exclusive `flock` on
-`<run>/.lock` for the run's life and writes who holds it; a second process finds the lock
-held and refuses with the holder's name. The kernel releases the lock when its holder dies
-(even by kill -9), so a stale `.lock` file never blocks anyone. Everything that can refuse a
-run (`refuse_if_locked`, `check_fresh_start`, `resume_changes`, `plan_run`) reads and never
-writes.
+Everything that can refuse a run (`refuse_if_locked`, `check_fresh_start`, `resume_changes`,
+`plan_run`) reads and never writes: a refused start changes no byte of the folder.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
-import os
-import socket
 import sys
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from torch.utils.tensorboard import SummaryWriter
 
-from vgp_bench.checkpoint import load_checkpoint
+from vgp_bench.checkpoint import load_checkpoint, save_checkpoint
+from vgp_bench.data.base import DatasetBundle
 from vgp_bench.data.store import orphaned_temporaries
 from vgp_bench.distributed import DistributedContext
+from vgp_bench.divergence import divergence
 from vgp_bench.failures import RunFolderError
+from vgp_bench.lock import LOCK_NAME, acquire_lock, refuse_if_locked
+from vgp_bench.metrics import RunRecord, read_record, write_record
+from vgp_bench.runtime import code_version
+from vgp_bench.writer import NullWriter, Writer
 
-LOCK_NAME = ".lock"
 LOG_NAME = "train.log"
 # Files whose presence means the folder holds (part of) a run.
 RUN_MARKERS = ("metrics.json", "config.yaml", "checkpoints")
-LOCK_RETRY_S = 0.5  # a probe holds the lock for microseconds: retry that long before refusing
 
 # Keys a resumed run may change: none of them alters what the run computes (the training
 # trajectory); `eval` is every evaluation setting. Any other difference refuses the resume.
@@ -84,85 +81,6 @@ def is_older_default(key: str, old: dict[str, Any], new: dict[str, Any]) -> bool
         return False
     compatible = NEWER_KEYS[key]
     return compatible is ANY or new.get(key) == compatible
-
-
-@dataclass
-class RunLock:
-    """An exclusive flock on `<run>/.lock`, held until `release`."""
-
-    path: Path
-    descriptor: int
-
-    def release(self) -> None:
-        """Remove the lock file, then unlock (a waiter then finds its inode gone and retries)."""
-        self.path.unlink(missing_ok=True)
-        fcntl.flock(self.descriptor, fcntl.LOCK_UN)
-        os.close(self.descriptor)
-
-
-def holder_description(command: str) -> str:
-    """One line naming this process: what, pid, host, since when."""
-    started = datetime.now().astimezone().isoformat(timespec="seconds")
-    return f"{command} (pid {os.getpid()} on {socket.gethostname()}, since {started})"
-
-
-def read_holder(path: Path) -> str:
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        text = ""
-    return text.splitlines()[0] if text else "another process"
-
-
-def busy_error(run_dir: Path, holder: str) -> RunFolderError:
-    return RunFolderError(
-        f"{run_dir} is in use by {holder}: wait for it to finish, or write into another "
-        "folder (hydra.run.dir=...)"
-    )
-
-
-def refuse_if_locked(run_dir: Path) -> None:
-    """Raise naming the holder when another process holds the folder's lock (writes nothing)."""
-    path = run_dir / LOCK_NAME
-    try:
-        descriptor = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise busy_error(run_dir, read_holder(path)) from None
-        fcntl.flock(descriptor, fcntl.LOCK_UN)
-    finally:
-        os.close(descriptor)
-
-
-def acquire_lock(run_dir: Path, command: str) -> RunLock:
-    """Take the folder's lock or raise naming its holder; the lock file says who holds it."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / LOCK_NAME
-    deadline = time.monotonic() + LOCK_RETRY_S
-    while True:
-        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(descriptor)
-            if time.monotonic() > deadline:
-                raise busy_error(run_dir, read_holder(path)) from None
-            time.sleep(0.02)
-            continue
-        try:  # the previous holder may have removed the file between our open and flock
-            same_file = os.stat(path).st_ino == os.fstat(descriptor).st_ino
-        except FileNotFoundError:
-            same_file = False
-        if not same_file:
-            os.close(descriptor)
-            continue
-        os.ftruncate(descriptor, 0)
-        os.write(descriptor, (holder_description(command) + "\n").encode())
-        return RunLock(path, descriptor)
 
 
 def remove_orphans(run_dir: Path) -> list[Path]:
@@ -226,25 +144,6 @@ def move_aside(run_dir: Path, destination: Path) -> None:
     for entry in sorted(run_dir.iterdir()):
         if entry.name != LOCK_NAME:
             entry.rename(destination / entry.name)
-
-
-def prepare_folder(run_dir: Path, plan: RunPlan, logger: logging.Logger) -> None:
-    """Move the folder's old run aside when the plan says so, and remove orphaned temporary
-    files (rank 0, holding the lock)."""
-    if plan.move_to is not None:
-        move_aside(run_dir, plan.move_to)
-        print(f"vgp-train: moved the folder's previous run to {plan.move_to}", file=sys.stderr)
-        logger.info("moved the folder's previous run to %s", plan.move_to)
-    clear_orphans(run_dir, logger)
-
-
-def write_run_config(run_dir: Path, cfg: DictConfig, hydra_files: dict[str, Any]) -> None:
-    """The resolved config.yaml and Hydra's .hydra/ record, written once the run may start."""
-    for name, node in hydra_files.items():
-        path = run_dir / ".hydra" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(OmegaConf.to_yaml(node))
-    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
 
 
 def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
@@ -400,3 +299,87 @@ def clear_orphans(run_dir: Path, logger: logging.Logger) -> None:
     """`remove_orphans`, logged; only while holding the folder's lock."""
     for orphan in remove_orphans(run_dir):
         logger.info("removed %s, left by a write that was killed", orphan.name)
+
+
+class RunFolder:
+    """The folder of one training run as rank 0 writes it: lock and log, the start, config,
+    checkpoints and metrics.json (the other ranks take part in the collectives only)."""
+
+    def __init__(
+        self, path: Path, context: DistributedContext, hydra_files: dict[str, Any]
+    ) -> None:
+        self.path = path
+        self.checkpoints = path / "checkpoints"
+        self.context = context
+        self.hydra_files = hydra_files  # written into .hydra/ once the run may start
+        self.record = RunRecord()  # metrics.json
+        self.log = run_logger()
+
+    @contextmanager
+    def claimed(self) -> Iterator[logging.Logger]:
+        """Hold the folder's lock and log into its train.log meanwhile (rank 0)."""
+        claim = claimed(self.path, "vgp-train") if self.context.is_main else nullcontext(self.log)
+        with claim as log:
+            self.log = log
+            yield log
+
+    def start(self, cfg: DictConfig, total_shards: int) -> RunPlan:
+        """Plan the start (refusing on every rank); then move the old run aside if asked,
+        remove orphaned temporary files, and read back the record of a run resumed."""
+        plan = agreed_plan(self.context, cfg, self.path, total_shards, True)
+        if not self.context.is_main:
+            return plan
+        if plan.move_to is not None:
+            move_aside(self.path, plan.move_to)
+            print(f"vgp-train: moved the folder's previous run to {plan.move_to}", file=sys.stderr)
+            self.log.info("moved the folder's previous run to %s", plan.move_to)
+        clear_orphans(self.path, self.log)
+        previous = self.path / "metrics.json"
+        if plan.checkpoint is not None and previous.exists():
+            self.record = read_record(previous)
+        return plan
+
+    def begin(self, cfg: DictConfig, data: DatasetBundle, plan: RunPlan, step: int) -> Writer:
+        """Record what the run is (and the config changes a resume accepted), write config.yaml
+        and Hydra's .hydra/, and open TensorBoard (rank 0)."""
+        record = self.record
+        record.describe(cfg, {**data.info, "split_sizes": data.split_sizes()}, code_version())
+        if plan.changes:
+            changes = {"step": step, "changes": plan.changes}
+            record.resume_changes = [*(record.resume_changes or []), changes]
+        started = "resumed" if plan.checkpoint is not None else "started"
+        changed = f"; changed: {plan.changes}" if plan.changes else ""
+        self.log.info("%s at step %d in %s%s", started, step, self.path, changed)
+        if not self.context.is_main:
+            return NullWriter()
+        for name, node in self.hydra_files.items():
+            path = self.path / ".hydra" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(OmegaConf.to_yaml(node))
+        OmegaConf.save(cfg, self.path / "config.yaml", resolve=True)
+        return SummaryWriter(str(self.path / "tensorboard"))
+
+    def finish(self, x_shape: tuple[int, ...]) -> None:
+        """Record whether the run diverged (judged on its test result)."""
+        test = self.record.test
+        self.record.update(divergence(None if test is None else test.data, x_shape))
+        if self.record.diverged:
+            self.log.warning("diverged: %s", self.record.diverged_reason)
+
+    def report_stop(self, signal_name: str) -> None:
+        """Say that a stop signal left a checkpoint to resume from."""
+        message = (
+            f"{signal_name}: checkpoint saved in {self.checkpoints}; run the same command "
+            "again to resume"
+        )
+        self.log.info(message)
+        if self.context.is_main:
+            print(f"vgp-train: {message}", file=sys.stderr)
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], name: str) -> None:
+        if self.context.is_main:
+            save_checkpoint(checkpoint, self.checkpoints / name)
+
+    def write_record(self) -> None:
+        if self.context.is_main:
+            write_record(self.record, self.path / "metrics.json")

@@ -23,6 +23,7 @@ from vgp_bench.compilation import compile_mode, compile_with_fallback
 from vgp_bench.distributed import DistributedContext
 from vgp_bench.estimators import training_bound
 from vgp_bench.models.base import LatentVariableModel
+from vgp_bench.nonfinite import gradient_norm
 from vgp_bench.runtime import make_generator
 
 
@@ -153,7 +154,7 @@ class TrainingStep:
             bound, terms = torch.full((), math.nan, device=parts.device), {}
         finite_tensor = torch.isfinite(bound)
         if cfg.grad_clip or cfg.check_gradients or with_terms:  # one more pass over gradients
-            grad_norm = self.gradient_norm()
+            grad_norm = gradient_norm(parts.parameters, cfg.grad_clip)
             finite_tensor = finite_tensor & torch.isfinite(grad_norm)
             terms["grad_norm"] = grad_norm.detach()
         if self.context.enabled:  # every rank must agree to step and to stop
@@ -175,14 +176,6 @@ class TrainingStep:
         if str(self.cfg.precision) == "bf16":
             return torch.autocast(device_type=self.parts.device.type, dtype=torch.bfloat16)
         return nullcontext()
-
-    def gradient_norm(self) -> Tensor:
-        """The global gradient norm, clipping to `trainer.grad_clip` when it is set."""
-        clip = self.cfg.grad_clip
-        if clip:
-            return torch.nn.utils.clip_grad_norm_(self.parts.parameters, float(clip))
-        gradients = [p.grad for p in self.parts.parameters if p.grad is not None]
-        return torch.nn.utils.get_total_norm(gradients)  # no rescaling pass when not clipping
 
     def sharded_backward(
         self, indices: Tensor, with_terms: bool = True

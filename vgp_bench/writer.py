@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import torch
 from torch import Tensor
 from torch.utils.tensorboard import SummaryWriter
 
@@ -42,3 +44,32 @@ def write_training_scalars(
         prefix = "train" if name in MAIN_SCALARS else "train_terms"
         writer.add_scalar(f"{prefix}/{name}", value, step)
     return values
+
+
+class LoggingWindow:
+    """The steps since the training scalars were last written: their summed bound (on the
+    device, so the loop adds no host sync per step), their count and their examples."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.bound_sum = torch.zeros((), device=device)
+        self.steps = 0
+        self.examples = 0
+        self.started = time.perf_counter()
+
+    def add(self, bound: Tensor, examples: int) -> None:
+        self.bound_sum += bound
+        self.steps += 1
+        self.examples += examples
+
+    def write(
+        self, writer: Writer, terms: dict[str, Tensor], step_size: float, step: int
+    ) -> dict[str, float]:
+        """Write the window's scalars (`train/bound`: its mean bound), then start a new one."""
+        elapsed = max(time.perf_counter() - self.started, 1e-9)
+        window_bound = self.bound_sum / self.steps
+        values = write_training_scalars(
+            writer, window_bound, terms, step_size, self.examples / elapsed, step
+        )
+        self.bound_sum.zero_()
+        self.steps, self.examples, self.started = 0, 0, time.perf_counter()
+        return values
