@@ -146,6 +146,11 @@ class EpochRecord(Record):
     train_bound = Key[float]()  # mean training bound over the epoch's finite steps
     valid_bound = Key[float]()  # the training objective on the validation split
 
+    @property
+    def diagnostics(self) -> dict[str, Any]:
+        """The heads' statistics, `<site>/<statistic>` -> value."""
+        return {key: value for key, value in self.data.items() if "/" in key}
+
 
 class EpochEvaluation(Record):
     """One entry of metrics.json's `eval_at_epochs` (Table 2's test bounds during training)."""
@@ -241,11 +246,15 @@ class RunRecord(Record):
                 yield epoch, EpochEvaluation(entry)
 
 
+class NotAnObjectError(ValueError):
+    """A metrics.json that holds valid JSON, but not an object."""
+
+
 def read_record(path: str | Path) -> RunRecord:
     """The record in a metrics.json (OSError, ValueError when unreadable or not an object)."""
     data = json.loads(Path(path).read_text())
     if not isinstance(data, dict):
-        raise ValueError("metrics.json does not hold a JSON object")
+        raise NotAnObjectError("metrics.json does not hold a JSON object")
     return RunRecord(data)
 
 
