@@ -3,9 +3,11 @@
 The target has no data, so the head sees a constant one-element context (B = 1): its
 per-example networks reduce to free parameters (for the VGP, "the variational data are free
 parameters here"). Each step draws S reparameterized samples and ascends the Monte Carlo bound
-E_q[log p~(z) - log q~(z)] <= log Z with Adam under a cosine step-size decay. The heads are the
-training runs' families, built from `configs/inference/*.yaml`; the site offers log p~(z) to
-the head (`SiteSpec.offers_log_joint`), as HVI needs.
+E_q[log p~(z) - log q~(z)] <= log Z with Adam under a cosine step-size decay, skipping steps
+as training does (`vgp_bench.nonfinite`). The heads are the training runs' families: every
+`configs/inference/<family>.yaml` is one, with the black-box options of `configs/fit.yaml`'s
+`head.<family>` on top; the site offers log p~(z) to the head (`SiteSpec.offers_log_joint`), as
+HVI needs.
 """
 
 from __future__ import annotations
@@ -23,44 +25,35 @@ from torch import Tensor
 
 from vgp_bench.estimators import chunked_estimate
 from vgp_bench.inference.base import SiteSample, SiteSpec, VariationalHead
+from vgp_bench.nonfinite import NonFinitePolicy, SkippedSteps, gradient_norm
 from vgp_bench.runtime import CONFIG_DIR, build
 
 LogDensity = Callable[[Tensor], Tensor]  # [n, D] -> [n]
 
-# family -> its config in configs/inference/ (the mean-field family is the VAE's)
-FAMILY_CONFIGS = {"vgp": "vgp", "mean_field": "vae", "planar_flow": "planar_flow", "hvi": "hvi"}
-FAMILIES = tuple(FAMILY_CONFIGS)
+INFERENCE_CONFIGS = Path(CONFIG_DIR) / "inference"
+# vgp-fit's name for the VAE's mean-field family (configs/inference/vae.yaml)
+ALIASES = {"mean_field": "vae"}
 
-# Options over the configs' (data-set sized) ones unless the caller overrides them, measured on
-# the 2-D targets. VGP: a few dozen variational data with the paper's dense outputs (needed by
-# the identity start), a jitter large enough to keep K_ss well conditioned while S moves, and a
-# few auxiliary importance samples (a tighter bound and far lighter-tailed weights). Planar
-# flow: 16 maps, where 80 cost five times the time for little gain in two dimensions.
-FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
-    # the zero-mean GP with T = S at the start (identity_start): the black-box form, which the
-    # amortized defaults of configs/inference/vgp.yaml (identity prior mean, tied sigma) are not
-    "vgp": {
-        "variational_data_size": 32,
-        "jitter": 1e-2,
-        "aux_samples": 4,
-        "outputs": "dense",
-        "prior_mean": "zero",
-        "mean_field_scale": "context",
-        "kernel_variance": 1.0,
-    },
-    "mean_field": {},
-    "planar_flow": {"flow_length": 16},
-    "hvi": {},
-}
+
+def families() -> list[str]:
+    """Every family there is: one per configs/inference/ file, and mean_field (the VAE's)."""
+    return sorted([*(path.stem for path in INFERENCE_CONFIGS.glob("*.yaml")), *ALIASES])
+
+
+def black_box_options(family: str) -> dict[str, Any]:
+    """The options `configs/fit.yaml` sets for `family` (`head.<family>`) over its inference
+    config: sizes and starts measured on the 2-D targets."""
+    options = OmegaConf.load(Path(CONFIG_DIR) / "fit.yaml").head.get(family)
+    return {} if options is None else dict(OmegaConf.to_container(options))
 
 
 def build_head(family: str, dim: int, **options: Any) -> VariationalHead:
     """The head of `family` for a single site with a one-element context and z of size `dim`,
-    from `configs/inference/<family's config>.yaml`, `FAMILY_DEFAULTS` and `options`."""
-    if family not in FAMILY_CONFIGS:
-        raise ValueError(f"unknown family {family!r}; choose one of {list(FAMILIES)}")
-    node = OmegaConf.load(Path(CONFIG_DIR) / "inference" / f"{FAMILY_CONFIGS[family]}.yaml")
-    node = OmegaConf.merge(node, FAMILY_DEFAULTS[family], options)
+    from `configs/inference/<family>.yaml`, `black_box_options` and `options`."""
+    path = INFERENCE_CONFIGS / f"{ALIASES.get(family, family)}.yaml"
+    if not path.is_file():
+        raise ValueError(f"unknown family {family!r}; choose one of {families()}")
+    node = OmegaConf.merge(OmegaConf.load(path), black_box_options(family), options)
     return build(node, spec=SiteSpec(context_dim=1, z_dim=dim, offers_log_joint=True))
 
 
@@ -141,18 +134,20 @@ def fit(
     learning_rate: float = 0.02,
     final_learning_rate: float = 0.0005,
     identity_start: float | None = 0.3,
+    max_nonfinite: int | None = None,
     **options: Any,
 ) -> FittedFamily:
     """Fit a variational family to exp(log_density) by maximizing the bound on log Z.
 
     `log_density` maps `[n, dim]` to `[n]` (an unnormalized log density, differentiable in z).
-    `family` is one of `FAMILIES` (vgp, mean_field, planar_flow, hvi); `options` go to the
-    head's constructor over its config and `FAMILY_DEFAULTS` (for the VGP e.g.
+    `family` is one of `families()` (vgp, mean_field, planar_flow, hvi, ...); `options` go to
+    the head's constructor over its config and `black_box_options` (for the VGP e.g.
     `variational_data_size`, `objective`, `aux_samples`; `flow_length`; `leapfrog_steps`).
     The step size decays from `learning_rate` to `final_learning_rate` on a cosine. With
     `identity_start` set, a VGP starts as the identity warp z = xi + noise of that scale
     (`VGPHead.start_as_identity_warp`); None keeps the head's own initialization. All
-    randomness (initialization, samples) comes from `seed`.
+    randomness (initialization, samples) comes from `seed`. A step whose bound or gradient is
+    not finite makes no update; `max_nonfinite` of them in a row stop the fit (None: never).
     """
     if dim < 1 or steps < 0 or samples_per_step < 1:
         raise ValueError(
@@ -174,27 +169,31 @@ def fit(
         generator=torch.Generator().manual_seed(seed + 1),
     )
     _check_log_density(log_density, fitted.sample(2), dim)
-    optimizer = torch.optim.Adam(head.parameters(), lr=learning_rate)
+    parameters = list(head.parameters())
+    optimizer = torch.optim.Adam(parameters, lr=learning_rate)
+    policy, skipped = NonFinitePolicy(max_nonfinite), SkippedSteps()
     training_generator = torch.Generator().manual_seed(seed)
     started = time.perf_counter()
     for step in range(steps):
         for group in optimizer.param_groups:
             group["lr"] = cosine_step_size(step, steps, learning_rate, final_learning_rate)
-        site = fitted.draw(samples_per_step, training_generator)
-        log_weights = log_density(site.z[:, 0, :]) - site.log_q[:, 0]  # [S]
-        bound = log_weights.mean()
+        try:
+            site = fitted.draw(samples_per_step, training_generator)
+            bound = (log_density(site.z[:, 0, :]) - site.log_q[:, 0]).mean()  # over S draws
+        except torch.linalg.LinAlgError:  # a Cholesky that failed at the largest jitter
+            bound = torch.tensor(math.nan)
         optimizer.zero_grad(set_to_none=True)
-        if not torch.isfinite(bound):
-            fitted.skipped_steps += 1
-            fitted.history.append(math.nan)
-            continue
-        (-bound).backward()
-        gradients = [p.grad for p in head.parameters() if p.grad is not None]
-        if not all(bool(torch.isfinite(g).all()) for g in gradients):
-            fitted.skipped_steps += 1
-        else:
+        finite = bool(torch.isfinite(bound))
+        if finite:
+            (-bound).backward()
+            finite = bool(torch.isfinite(gradient_norm(parameters)))
+        if finite:
             optimizer.step()
-        fitted.history.append(float(bound.detach()))
+        stop = policy.after_step(skipped, finite)
+        fitted.skipped_steps = skipped.nonfinite_total
+        if stop:
+            raise policy.error(step, "; lower learning_rate")
+        fitted.history.append(float(bound.detach()) if torch.isfinite(bound) else math.nan)
     fitted.seconds = time.perf_counter() - started
     head.eval()
     return fitted

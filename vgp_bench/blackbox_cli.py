@@ -16,7 +16,7 @@ from PIL import Image, ImageDraw, ImageFont
 from torch import Tensor
 from torchvision.utils import make_grid
 
-from vgp_bench.blackbox import FAMILIES, FittedFamily, fit
+from vgp_bench.blackbox import FittedFamily, families, fit
 from vgp_bench.runtime import CONFIG_DIR, ConfigError, build
 from vgp_bench.settings import check_fit_settings
 from vgp_bench.targets import PlotRange, Target
@@ -44,13 +44,15 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     """Fit every family in `cfg.families` to `cfg.target`; write the PNG and `fit.json`."""
     check_fit_settings(cfg)
     target: Target = build(cfg.target)
-    unknown = [family for family in cfg.families if family not in FAMILIES]
+    known = families()
+    unknown = [family for family in cfg.families if family not in known]
     if unknown:
-        raise ValueError(f"unknown families {unknown}; choose from {list(FAMILIES)}")
+        raise ValueError(f"unknown families {unknown}; choose from {known}")
     rows: list[dict[str, Any]] = []
     fitted: dict[str, FittedFamily] = {}
     for family in cfg.families:
-        options = OmegaConf.to_container(cfg.head[family], resolve=True)
+        node = cfg.head.get(family)
+        options = {} if node is None else OmegaConf.to_container(node, resolve=True)
         assert isinstance(options, dict)
         fitted[family] = fit(
             target.log_density,
