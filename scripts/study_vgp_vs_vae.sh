@@ -10,11 +10,16 @@
 #                                         # with the gap diagnostics, once per finished run
 #   scripts/study_vgp_vs_vae.sh report    # results/vgp_vs_vae/: table (md, csv), curves, configs
 #   scripts/study_vgp_vs_vae.sh all       # the three in order
+#   scripts/study_vgp_vs_vae.sh families  # issue 12's CPU-budget comparison: every dlgm1 family
+#                                         # for FAMILY_EPOCHS (10) epochs, seed 0, tested at the
+#                                         # end with S = 1000 on the first 2000 test images;
+#                                         # results/dlgm1_families/
 #
 # JOBS (default 2) single-thread jobs run at once (OMP_NUM_THREADS=1), each in its own run
 # folder under STUDY_DIR (default outputs/studies/vgp_vs_vae); a job cut off by the end of a
 # session resumes from its last checkpoint when the script is run again. RUNS=regex keeps the
-# runs whose name matches. The test split is read by the eval stage only.
+# runs whose name matches. The test split is read by the eval stage only (families: by each
+# run's own end-of-training evaluation, once).
 source "$(dirname "$0")/common.sh"
 
 stage=${1:-all}
@@ -31,23 +36,44 @@ export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 best="inference.prior_mean=identity inference.kernel_variance=0.01"
 best+=" inference.mean_field_scale=tied inference.noise_ratio=0.1 inference.outputs=global"
 
-# name | overrides (one run a line; names carry model, inference and seed)
+# name | overrides (one run a line; names carry model, inference and seed), in the order they
+# train: the question first (VAE, best VGP, and its control without the GP), then the rest
 runs() {
   local seed
   for seed in 0 1 2; do
     echo "dlgm1_vae_s$seed|experiment=table1_dlgm1_vae seed=$seed"
+  done
+  for seed in 0 1 2; do
     echo "dlgm1_vgp_best_s$seed|experiment=table1_dlgm1_vgp $best seed=$seed"
+    # the control: the best configuration with the GP taken out (inference.warp=linear), the
+    # same parametrization, objective and r; its q(z | x) is a mean-field Gaussian
+    echo "dlgm1_vgp_linear_s$seed|experiment=table1_dlgm1_vgp $best inference.warp=linear seed=$seed"
+  done
+  echo "dlgm2_vae_s0|experiment=table1_dlgm2_vae seed=0"
+  echo "dlgm2_vgp_best_s0|experiment=table1_dlgm2_vgp $best seed=0"
+  # the paper's form (dense T(h), zero mean) costs about 11x the VAE's step on CPU
+  for seed in 0 1 2; do
     echo "dlgm1_vgp_paper_s$seed|experiment=table1_dlgm1_vgp seed=$seed"
   done
+  echo "dlgm2_vgp_paper_s0|experiment=table1_dlgm2_vgp seed=0"
   # the other inference rows of Table 1 under the same protocol (issue 12)
   for seed in 0 1 2; do
     echo "dlgm1_nf_s$seed|experiment=table1_dlgm1_nf seed=$seed"
     echo "dlgm1_hvi_s$seed|experiment=table1_dlgm1_hvi seed=$seed"
   done
-  echo "dlgm2_vae_s0|experiment=table1_dlgm2_vae seed=0"
   echo "dlgm2_iwae_s0|experiment=table1_dlgm2_iwae seed=0"
-  echo "dlgm2_vgp_best_s0|experiment=table1_dlgm2_vgp $best seed=0"
-  echo "dlgm2_vgp_paper_s0|experiment=table1_dlgm2_vgp seed=0"
+}
+
+# issue 12: every dlgm1 family at the same CPU-sized budget (FAMILY_EPOCHS epochs, seed 0)
+families() {
+  local iwae="trainer.objective=iwae trainer.n_samples=50 trainer.valid_samples=50"
+  echo "fam_vae|experiment=table1_dlgm1_vae"
+  echo "fam_iwae|experiment=table1_dlgm1_vae $iwae"
+  echo "fam_nf|experiment=table1_dlgm1_nf"
+  echo "fam_hvi|experiment=table1_dlgm1_hvi"
+  echo "fam_vgp_best|experiment=table1_dlgm1_vgp $best"
+  echo "fam_vgp_linear|experiment=table1_dlgm1_vgp $best inference.warp=linear"
+  echo "fam_vgp_paper|experiment=table1_dlgm1_vgp"
 }
 
 # candidates for the project's best VGP configuration (validation bound only)
@@ -72,8 +98,8 @@ train_one() {  # name|overrides
   mkdir -p "$folder"
   echo "study: training $name"
   # shellcheck disable=SC2086
-  run_tool vgp-train vgp_bench.train $overrides "trainer.epochs=$epochs" eval.at_end=false \
-    trainer.progress=false "data_dir=$data_dir" "hydra.run.dir=$folder" \
+  run_tool vgp-train vgp_bench.train $overrides "trainer.epochs=$epochs" \
+    trainer.progress=false "data_dir=$data_dir" "hydra.run.dir=$folder" ${TRAIN_EXTRA:-} \
     >"$folder/stdout.log" 2>&1 || echo "study: $name stopped (see $folder/stdout.log)"
 }
 eval_one() {  # name|overrides: the test set, once, on the checkpoint chosen by validation
@@ -91,17 +117,36 @@ eval_one() {  # name|overrides: the test set, once, on the checkpoint chosen by 
     >"$folder/eval.log" 2>&1 || echo "study: evaluating $name failed (see $folder/eval.log)"
 }
 export -f train_one eval_one run_tool
-export study_dir epochs data_dir
+export study_dir epochs data_dir TRAIN_EXTRA=${TRAIN_EXTRA:-eval.at_end=false}
 
 case $stage in
-  pilot|train|eval|report|all) ;;
-  *) echo "usage: $0 pilot|train|eval|report|all" >&2; exit 2 ;;
+  pilot|train|eval|report|all|families) ;;
+  *) echo "usage: $0 pilot|train|eval|report|all|families" >&2; exit 2 ;;
 esac
 
 case $stage in
   pilot)
     epochs=${PILOT_EPOCHS:-10}
     pilots | grep -E "^(${RUNS:-.*})\|" | xargs -d '\n' -P "$jobs" -I{} bash -c 'train_one "$1"' _ {}
+    ;;
+  families)
+    # the budget comparison evaluates at the end of training, once (S = 1000, 2000 images)
+    epochs=${FAMILY_EPOCHS:-10}
+    TRAIN_EXTRA="eval.at_end=true eval.is_samples=1000 eval.subset=2000"
+    families | grep -E "^(${RUNS:-.*})\|" | xargs -d '\n' -P "$jobs" -I{} bash -c 'train_one "$1"' _ {}
+    family_results=${FAMILY_RESULTS_DIR:-results/dlgm1_families}
+    mkdir -p "$family_results/runs"
+    for folder in "$study_dir"/fam_*/; do
+      name=$(basename "$folder")
+      [[ -f $folder/metrics.json ]] || continue
+      mkdir -p "$family_results/runs/$name"
+      cp "$folder/metrics.json" "$folder/config.yaml" "$family_results/runs/$name/"
+    done
+    run_tool vgp-report vgp_bench.report "$family_results/runs" \
+      --curves "$family_results/valid_curves.png" >"$family_results/table.md"
+    run_tool vgp-report vgp_bench.report "$family_results/runs" --format csv \
+      >"$family_results/table.csv"
+    cat "$family_results/table.md"
     ;;
   train|all)
     selected_runs | xargs -d '\n' -P "$jobs" -I{} bash -c 'train_one "$1"' _ {}

@@ -13,6 +13,7 @@ from vgp_bench.gp import (
     cholesky_with_jitter,
     conditional_mean_variance,
     conditional_weights,
+    uses_inverse_route,
 )
 from vgp_bench.gp.cholesky import jitter_levels
 
@@ -93,6 +94,32 @@ def test_conditional_matches_dense_inverse(per_sample_outputs):
             )
             torch.testing.assert_close(mean[s, b], expected_mean, rtol=1e-8, atol=1e-8)
             torch.testing.assert_close(variance[s, b], expected_variance, rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize(
+    ("inputs_shape", "outputs_shape"),
+    [((9, 2), (9, 4)), ((9, 2), (5, 9, 4)), ((5, 9, 2), (5, 9, 4))],
+    ids=["global", "per-example outputs", "per-example inputs"],
+)
+def test_inverse_route_gives_the_numbers_of_the_triangular_solves(inputs_shape, outputs_shape):
+    """Many queries without gradient go through L^{-1}; the mean and variance are unchanged."""
+    generator = torch.Generator().manual_seed(4)
+    kernel = make_kernel(2, generator)
+    inputs = torch.randn(inputs_shape, generator=generator, dtype=DTYPE)
+    outputs = DenseOutputs(torch.randn(outputs_shape, generator=generator, dtype=DTYPE))
+    query = torch.randn(40, 5, 2, generator=generator, dtype=DTYPE)  # 40 per example >= 4 M
+    cholesky = cholesky_with_jitter(kernel(inputs, inputs), kernel.variance)
+    arguments = (kernel, inputs, cholesky.factor, outputs, query, cholesky.jitter)
+    with torch.no_grad():
+        assert uses_inverse_route(inputs, outputs, query)
+        assert not uses_inverse_route(inputs, outputs, query[:4])  # few queries: solves
+        weights, solved_variance = conditional_weights(
+            kernel, inputs, cholesky.factor, query, cholesky.jitter
+        )
+        by_inverse = conditional_mean_variance(*arguments)
+    assert not uses_inverse_route(inputs, outputs, query)  # training keeps the solves
+    torch.testing.assert_close(by_inverse[0], outputs.mean(weights), rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(by_inverse[1], solved_variance, rtol=1e-9, atol=1e-9)
 
 
 def test_conditional_interpolates_the_variational_data():

@@ -14,6 +14,7 @@ from vgp_bench.distributions import normal_log_prob
 from vgp_bench.estimators import importance_weighted_log_likelihood
 from vgp_bench.inference.base import SiteSpec
 from vgp_bench.inference.vgp import VGPHead
+from vgp_bench.metrics import family_structure
 
 
 def make_head(spec: SiteSpec, seed: int = 0, **options) -> VGPHead:
@@ -51,6 +52,38 @@ def test_identity_prior_mean_starts_as_the_mean_field_family(outputs, scale):
     assert stats["nonlinear_warp_share"] < 1e-6  # ...and is linear: mean-field in disguise
     assert stats["warp_share"] > 1.0
     assert stats["variance_dispersion"] < 1e-6  # negligible GP variance: a constant spread
+
+
+def test_linear_warp_control_is_the_gaussian_whatever_the_gp():
+    """warp=linear takes the GP out: log q~ is log N(z; m(h), s(h)^2 + sigma^2) exactly, even
+    with large outputs T and kernel variance, and the warp statistics say mean-field."""
+    spec = SiteSpec(context_dim=6, z_dim=5)
+    head = make_head(
+        spec,
+        prior_mean="identity",
+        outputs="global",
+        kernel_variance=1.0,
+        mean_field_scale="tied",
+        warp="linear",
+    ).double()
+    with torch.no_grad():
+        head.global_outputs.normal_(generator=torch.Generator().manual_seed(3))
+    context = torch.randn(7, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    with torch.no_grad():
+        site = head(context, 50, torch.Generator().manual_seed(1))
+        data = head.prepare(context)
+    scale = (data.warp_scale.pow(2) + data.scale.pow(2)).sqrt()  # [B, D]
+    torch.testing.assert_close(site.log_q, normal_log_prob(site.z, data.location, scale))
+    stats = head.diagnostics(context, 200, torch.Generator().manual_seed(2))
+    assert stats["nonlinear_warp_share"] < 1e-12 and stats["variance_dispersion"] < 1e-12
+    assert stats["warp_share"] == pytest.approx(100.0, rel=0.1)  # s^2 / sigma^2 over 200 draws
+    with pytest.raises(ValueError, match="warp=linear"):
+        make_head(spec, warp="linear")  # zero prior mean: nothing left to warp
+    label = family_structure(
+        {"outputs": "global", "prior_mean": "identity", "warp": "linear"}
+        | {"mean_field_scale": "tied", "noise_ratio": 0.1}
+    )
+    assert label == "no GP (linear warp), identity mean, sigma=0.1 s"
 
 
 def test_warp_statistics_see_a_rank_limited_mapping():

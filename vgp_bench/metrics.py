@@ -272,6 +272,11 @@ def family_structure(inference: Any) -> str | None:
     outputs = inference.get("outputs")
     if outputs is None:
         return None
+    if inference.get("warp") == "linear":  # the control: the GP taken out
+        words = ["no GP (linear warp)", f"{inference.get('prior_mean')} mean"]
+        if inference.get("mean_field_scale") == "tied":
+            words.append(f"sigma={inference.get('noise_ratio')} s")
+        return ", ".join(words)
     words = [f"{outputs} T"]
     if outputs in ("low_rank", "shared_basis"):
         words[0] += f" (r={inference.get('outputs_rank')})"

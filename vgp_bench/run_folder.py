@@ -70,6 +70,7 @@ NEWER_KEYS: dict[str, Any] = {
     "trainer.objective": "elbo",
     "inference.prior_mean": "zero",
     "inference.paper_auxiliary": "factorized",
+    "inference.warp": "gp",
     "inference.noise_ratio": ANY,  # read only by mean_field_scale=tied, newer itself
     "inference.init_noise_scale": ANY,  # read only by prior_mean=identity
 }

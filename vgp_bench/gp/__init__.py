@@ -7,6 +7,7 @@ from vgp_bench.gp.conditional import (
     VariationalOutputs,
     conditional_mean_variance,
     conditional_weights,
+    uses_inverse_route,
 )
 from vgp_bench.gp.kernels import ARDKernel, ard_kernel
 
@@ -20,4 +21,5 @@ __all__ = [
     "cholesky_with_jitter",
     "conditional_mean_variance",
     "conditional_weights",
+    "uses_inverse_route",
 ]

@@ -6,6 +6,9 @@ For a query xi, variational inputs S (kernel matrix K_ss = L L^T) and outputs T:
     variance = k(xi, xi) - ||a||^2   (the same for all d outputs).
 
 K_ss^{-1} and K_ss^{-1} T are never formed, so per-example outputs T cost only w^T T.
+Evaluation with thousands of queries per factor (importance sampling, no gradient) takes
+another route to the same numbers: L^{-1} once, then a = L^{-1} k_sx and
+mean = a^T (L^{-1} T) by matrix products, one triangular solve per query fewer.
 Shapes: queries are `[*lead, c]`; the inputs `[*I, M, c]` and outputs `[*O, M, d]` carry
 batch shapes I and O that are suffixes of `lead` (empty for global inputs): with
 lead = (S, B), global inputs have I = (), amortized per-example ones I = (B,), per-sample
@@ -17,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor
 from torch.linalg import solve_triangular
 
@@ -102,6 +106,47 @@ class LowRankOutputs:
 
 VariationalOutputs = DenseOutputs | LowRankOutputs
 
+# queries per factor, as a multiple of M, from which forming L^{-1} once pays (no gradient)
+INVERSE_ROUTE_QUERIES_PER_INPUT = 4
+
+
+def uses_inverse_route(inputs: Tensor, outputs: VariationalOutputs, query: Tensor) -> bool:
+    """Whether `conditional_mean_variance` goes through L^{-1}: many queries per factor, dense
+    outputs, no gradient (training keeps the triangular solves and their exact backward)."""
+    if torch.is_grad_enabled() or not isinstance(outputs, DenseOutputs):
+        return False
+    lead, batch = query.shape[:-1], inputs.shape[:-2]
+    queries_per_factor = _split_lead(lead, batch, "inputs")
+    return queries_per_factor >= INVERSE_ROUTE_QUERIES_PER_INPUT * inputs.shape[-2]
+
+
+def conditional_by_inverse(
+    kernel: ARDKernel,
+    inputs: Tensor,
+    factor: Tensor,
+    outputs: DenseOutputs,
+    query: Tensor,
+    min_variance: Tensor,
+) -> tuple[Tensor, Tensor]:
+    """Eq. 4 through L^{-1}: a = L^{-1} k_sx, mean = a^T (L^{-1} T), variance k - ||a||^2.
+
+    The same mean `[*lead, d]` and variance `[*lead]` as `conditional_weights` with
+    `DenseOutputs.mean`, by matrix products: L^{-1} and L^{-1} T are formed once per factor.
+    """
+    lead, batch = query.shape[:-1], inputs.shape[:-2]
+    count = _split_lead(lead, batch, "inputs")
+    columns = query.reshape(count, *batch, query.shape[-1]).movedim(0, -2)  # [*I, n, c]
+    cross = kernel(inputs, columns)  # [*I, M, n]
+    identity = torch.eye(factor.shape[-1], dtype=factor.dtype, device=factor.device)
+    inverse_factor = solve_triangular(factor, identity, upper=False)  # L^{-1} [*I, M, M]
+    projection = inverse_factor @ cross  # a: [*I, M, n]
+    variance = kernel.diagonal(columns) - projection.pow(2).sum(-2)  # [*I, n]
+    floor = min_variance.unsqueeze(-1) if min_variance.dim() else min_variance
+    variance = variance.maximum(floor).movedim(-1, 0).reshape(lead)
+    projected_outputs = inverse_factor @ outputs.outputs  # L^{-1} T [*O, M, d]
+    projection = projection.movedim(-1, 0).reshape(*lead, inputs.shape[-2])  # [*lead, M]
+    return batched_contract(projection, projected_outputs), variance
+
 
 def conditional_mean_variance(
     kernel: ARDKernel,
@@ -112,5 +157,7 @@ def conditional_mean_variance(
     min_variance: Tensor,
 ) -> tuple[Tensor, Tensor]:
     """Mean `[*lead, d]` and variance `[*lead]` of f(xi) given the variational data (Eq. 4)."""
+    if isinstance(outputs, DenseOutputs) and uses_inverse_route(inputs, outputs, query):
+        return conditional_by_inverse(kernel, inputs, factor, outputs, query, min_variance)
     weights, variance = conditional_weights(kernel, inputs, factor, query, min_variance)
     return outputs.mean(weights), variance

@@ -52,6 +52,7 @@ OUTPUT_MODES = ("dense", "low_rank", "shared_basis", "global")
 SCALE_MODES = ("context", "gp", "tied")
 PRIOR_MEANS = ("zero", "identity")
 PAPER_AUXILIARIES = ("factorized", "conditional")
+WARPS = ("gp", "linear")
 
 
 def auxiliary_structure(objective: str, paper_auxiliary: str) -> str:
@@ -106,7 +107,11 @@ class VGPHead(VariationalHead):
       `conditional` r(xi | x, z) r(f | xi, x, z) (Eq. 6);
     - `hidden_dims`: an MLP on the context shared by the heads that make S(h), T(h), sigma(h);
       `aux_hidden_dims`: the MLPs of r;
-    - `jitter` (relative to sigma^2_ard) grows x10 on a failed Cholesky up to `max_jitter`.
+    - `jitter` (relative to sigma^2_ard) grows x10 on a failed Cholesky up to `max_jitter`;
+    - `warp`: `gp` (the family) or `linear`, a control with the GP taken out (identity prior
+      mean only): E[f | xi] = m(h) + s(h) xi and Var[f | xi] = 0, so q(z | x) is the Gaussian
+      N(m(h), s(h)^2 + sigma(h)^2) drawn, weighted and bounded exactly as the VGP is. What the
+      VGP gains over it is what the GP adds; what it gains over the VAE is parametrization.
 
     Zero prior mean: all t_n start near one linear function of the features (spread
     `init_output_spread`), S ~ N(0, I), omega = 1/c: z is then close to a mean-field Gaussian
@@ -127,6 +132,7 @@ class VGPHead(VariationalHead):
         noise_ratio: float = 0.1,
         prior_mean: str = "zero",
         paper_auxiliary: str = "factorized",
+        warp: str = "gp",
         hidden_dims: Sequence[int] = (),
         aux_hidden_dims: Sequence[int] = (256,),
         activation: str = "tanh",
@@ -147,6 +153,12 @@ class VGPHead(VariationalHead):
         _check_choice("inference.mean_field_scale", mean_field_scale, SCALE_MODES)
         _check_choice("inference.prior_mean", prior_mean, PRIOR_MEANS)
         _check_choice("inference.paper_auxiliary", paper_auxiliary, PAPER_AUXILIARIES)
+        _check_choice("inference.warp", warp, WARPS)
+        if warp == "linear" and prior_mean != "identity":
+            raise ValueError(
+                "inference.warp=linear (the GP taken out) needs prior_mean=identity: under the "
+                "zero prior mean there is no warp left without the GP"
+            )
         if aux_samples < 0 or variational_data_size < 1 or outputs_rank < 1:
             raise ValueError(
                 "inference.aux_samples must be >= 0, variational_data_size and outputs_rank >= 1"
@@ -185,6 +197,7 @@ class VGPHead(VariationalHead):
         self.f_dim = 2 * spec.z_dim if mean_field_scale == "gp" else spec.z_dim
         self.noise_ratio = float(noise_ratio) if mean_field_scale == "tied" else None
         self.prior_mean = prior_mean
+        self.warp = warp
         m, c, f_dim = self.data_size, self.latent_input_dim, self.f_dim
         # the identity prior mean starts with zero residual outputs: q is then mean-field
         spread = 0.0 if prior_mean == "identity" else init_output_spread
@@ -387,6 +400,10 @@ class VGPHead(VariationalHead):
 
     def f_mean_variance(self, data: VariationalData, xi: Tensor) -> tuple[Tensor, Tensor]:
         """Mean `[*lead, d_f]` and variance `[*lead, 1 or d_f]` of q(f | xi) (Eq. 4, prior mean)."""
+        if self.warp == "linear":  # the control: m + s xi exactly, no GP
+            assert data.location is not None and data.warp_scale is not None
+            linear = data.location + data.warp_scale * xi  # [*lead, D]
+            return linear, torch.zeros_like(linear[..., :1])
         gp_mean, gp_variance = self.gp_moments(data, xi)
         gp_variance = gp_variance.unsqueeze(-1)  # [*lead, 1]
         if data.location is None or data.warp_scale is None:
@@ -431,7 +448,9 @@ class VGPHead(VariationalHead):
         if data.location is None or data.warp_scale is None or data.scale is None:
             return None
         warp_variance = data.warp_scale.pow(2)
-        noise_variance = data.scale.pow(2) + warp_variance * self.kernel.variance
+        noise_variance = data.scale.pow(2)
+        if self.warp == "gp":
+            noise_variance = noise_variance + warp_variance * self.kernel.variance
         total = warp_variance + noise_variance
         return data.warp_scale * (z - data.location) / total, (noise_variance / total).sqrt()
 
