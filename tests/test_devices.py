@@ -169,7 +169,8 @@ def test_the_trainer_asks_for_cuda_graphs_on_cuda_and_marks_each_step(
     trainer.parts.device = real_device
     assert requested == ([{"mode": "reduce-overhead"}] if graphed else [{}])
     assert trainer.graphed_steps is graphed
-    bound, _, finite, _ = trainer.training_step(torch.arange(16))
+    stats = trainer.training_step(torch.arange(16))
+    bound, finite = stats.bound, stats.finite
     assert finite and torch.isfinite(bound)
     assert len(marks) == (2 if graphed else 0)  # one graph step per shard
 

@@ -104,10 +104,10 @@ def test_iwae_objective_at_one_sample_is_the_ordinary_bound() -> None:
     values = {}
     for name in ("elbo", "iwae"):
         objective = BoundObjective(model, heads, training_bound(name))
-        values[name], _ = objective(x, 1, torch.Generator().manual_seed(4), with_terms=False)
+        values[name] = objective(x, 1, torch.Generator().manual_seed(4), with_terms=False).bound
     torch.testing.assert_close(values["iwae"], values["elbo"])
     objective = BoundObjective(model, heads, training_bound("iwae"))
-    several, _ = objective(x, 8, torch.Generator().manual_seed(4), with_terms=False)
+    several = objective(x, 8, torch.Generator().manual_seed(4), with_terms=False).bound
     log_weights = model(x, heads, 8, torch.Generator().manual_seed(4)).log_weights
     torch.testing.assert_close(several, importance_weighted_log_likelihood(log_weights).mean())
 

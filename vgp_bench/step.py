@@ -43,17 +43,25 @@ class BoundObjective(nn.Module):
 
     def forward(
         self, x: Tensor, n_samples: int, generator: torch.Generator, with_terms: bool = True
-    ) -> tuple[Tensor, dict[str, Tensor]]:
+    ) -> BatchBound:
         trace = self.model(x, self.heads, n_samples, generator)
         batch_bound = self.per_example_bound(trace.log_weights).mean()
         if not with_terms:
-            return batch_bound, {}
+            return BatchBound(batch_bound, {}, {})
         with torch.no_grad():  # for logging only
             terms = {name: value.mean() for name, value in trace.terms.items()}
             terms["log_q"] = trace.log_q.mean()
             if "log_likelihood" in trace.terms:  # the rest of the bound: a Monte Carlo KL
                 terms["kl"] = (trace.log_q - trace.log_p + trace.terms["log_likelihood"]).mean()
-        return batch_bound, terms
+        return BatchBound(batch_bound, terms, trace.extras)
+
+
+class BatchBound(NamedTuple):
+    """The objective on one batch."""
+
+    bound: Tensor  # the batch's mean bound, differentiable
+    terms: dict[str, Tensor]  # named means, for logging (empty unless asked)
+    extras: dict[str, Tensor]  # the heads' diagnostics, `<site>/<name>` (empty unless asked)
 
 
 class StepStats(NamedTuple):
@@ -61,6 +69,7 @@ class StepStats(NamedTuple):
 
     bound: Tensor  # the global batch's mean bound, detached (NaN after a failed Cholesky)
     terms: dict[str, Tensor]  # named means for logging, and grad_norm (empty unless asked)
+    extras: dict[str, Tensor]  # the heads' diagnostics (of the last shard; empty unless asked)
     finite: bool  # the update was made
     stop: bool  # every rank agreed to stop after this step
 
@@ -137,11 +146,11 @@ class TrainingStep:
                 generator = self.generators[0]
                 x = parts.data.train.gather(indices, generator)
                 with self.autocast():
-                    bound, terms = self.call_objective(x, generator, with_terms)
+                    bound, terms, extras = self.call_objective(x, generator, with_terms)
                 (-bound).backward()
                 bound = bound.detach().float()
             else:
-                bound, terms = self.sharded_backward(indices, with_terms)
+                bound, terms, extras = self.sharded_backward(indices, with_terms)
             self.nonfinite_cause = None
         except torch.linalg.LinAlgError as error:
             # a Cholesky that failed even at the largest jitter: a non-finite step like any
@@ -151,7 +160,7 @@ class TrainingStep:
                 raise
             parts.optimizer.zero_grad(set_to_none=True)
             self.nonfinite_cause = " ".join(str(error).split())
-            bound, terms = torch.full((), math.nan, device=parts.device), {}
+            bound, terms, extras = torch.full((), math.nan, device=parts.device), {}, {}
         finite_tensor = torch.isfinite(bound)
         if cfg.grad_clip or cfg.check_gradients or with_terms:  # one more pass over gradients
             grad_norm = gradient_norm(parts.parameters, cfg.grad_clip)
@@ -164,9 +173,9 @@ class TrainingStep:
             finite, keep_going = bool(finite_tensor), not stop_requested  # the one sync a step
         if finite:
             parts.optimizer.step()
-        return StepStats(bound, terms, finite, not keep_going)
+        return StepStats(bound, terms, extras, finite, not keep_going)
 
-    def call_objective(self, x: Tensor, generator: torch.Generator, with_terms: bool) -> Any:
+    def call_objective(self, x: Tensor, generator: torch.Generator, with_terms: bool) -> BatchBound:
         """The objective on one shard (a new CUDA-graph step first, when graphs are used)."""
         if self.graphed:
             torch.compiler.cudagraph_mark_step_begin()
@@ -179,7 +188,7 @@ class TrainingStep:
 
     def sharded_backward(
         self, indices: Tensor, with_terms: bool = True
-    ) -> tuple[Tensor, dict[str, Tensor]]:
+    ) -> tuple[Tensor, dict[str, Tensor], dict[str, Tensor]]:
         """Accumulate the gradient of the global batch's mean bound over this rank's shards."""
         parts = self.parts
         shards = indices.tensor_split(self.total_shards)
@@ -188,6 +197,7 @@ class TrainingStep:
         scale = float(self.context.world_size)
         bound_total = torch.zeros((), device=parts.device)
         terms_total: dict[str, Tensor] = {}
+        extras: dict[str, Tensor] = {}
         for position, (shard, generator) in enumerate(
             zip(self.local_shards, self.generators, strict=True)
         ):
@@ -197,10 +207,10 @@ class TrainingStep:
             sync = self.ddp.no_sync() if self.ddp is not None and not last else nullcontext()
             with sync:
                 with self.autocast():
-                    bound, terms = self.call_objective(x, generator, with_terms)
+                    bound, terms, extras = self.call_objective(x, generator, with_terms)
                 weight = shard_indices.numel() / batch_size * scale
                 (-(bound.float() * weight)).backward()
             bound_total = bound_total + bound.detach().float() * weight
             for name, value in terms.items():
                 terms_total[name] = terms_total.get(name, 0.0) + value.float() * weight
-        return bound_total, terms_total
+        return bound_total, terms_total, extras

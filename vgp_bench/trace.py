@@ -13,12 +13,13 @@ class Trace:
 
     `log_p - log_q` is a single-sample lower bound on log p(x) and its exponent an importance
     weight. `terms` holds named pieces (reconstruction, prior, auxiliary terms), each [S, B],
-    for logging only.
+    and `extras` the heads' diagnostics of this pass (kernel, jitter), for logging only.
     """
 
     log_p: Tensor  # [S, B]
     log_q: Tensor  # [S, B]
     terms: dict[str, Tensor] = field(default_factory=dict)
+    extras: dict[str, Tensor] = field(default_factory=dict)  # `<site>/<name>` -> scalar
 
     @property
     def log_weights(self) -> Tensor:

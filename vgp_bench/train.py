@@ -145,7 +145,8 @@ class Trainer:
             if window.steps and state.step % log_every == 0:
                 step_size = self.parts.schedule.current()
                 values = window.write(self.writer, stats.terms, step_size, state.step)
-                self.write_head_extras()
+                for name, value in stats.extras.items():  # kernel, jitter and the like
+                    self.writer.add_scalar(f"heads/{name}", float(value), state.step)
                 bar.set_postfix(bound=f"{values['bound']:.2f}", refresh=False)
             if stats.finite and state.step % int(cfg.checkpoint_every) == 0:
                 self.save()
@@ -257,12 +258,6 @@ class Trainer:
             raise self.nonfinite.error(
                 step, f"{cause}; the last good checkpoint is {last}; {advice}"
             )
-
-    def write_head_extras(self) -> None:
-        """Kernel hyperparameters, jitter and similar diagnostics the heads expose."""
-        for site, head in self.parts.heads.items():
-            for name, value in (getattr(head, "last_extras", None) or {}).items():
-                self.writer.add_scalar(f"heads/{site}/{name}", float(value), self.state.step)
 
     def save_images(self) -> None:
         """samples.png, reconstructions.png (and the model's own figures), and TensorBoard's."""

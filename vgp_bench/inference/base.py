@@ -36,6 +36,10 @@ class SiteSample:
     terms: dict[str, Tensor] = field(default_factory=dict)  # each [S, B], for logging
     extras: dict[str, Tensor] = field(default_factory=dict)  # diagnostics (not per-sample)
 
+    def site_extras(self, site: str) -> dict[str, Tensor]:
+        """The diagnostics as a Trace holds them: `<site>/<name>` -> scalar."""
+        return {f"{site}/{name}": value for name, value in self.extras.items()}
+
 
 class VariationalHead(nn.Module, ABC):
     """A variational family for one site: draws z given the site's context.

@@ -145,7 +145,6 @@ class VGPHead(VariationalHead):
         max_jitter: float = 1e-2,
     ) -> None:
         super().__init__(spec)
-        self.last_extras: dict[str, Tensor] = {}
         self._cholesky_cache: tuple[tuple, JitteredCholesky] | None = None
         _check_choice("inference.objective", objective, OBJECTIVES)
         _check_choice("inference.inputs", inputs, INPUT_MODES)
@@ -514,7 +513,6 @@ class VGPHead(VariationalHead):
             "kernel_variance": self.kernel.variance.detach(),
             "kernel_inverse_lengthscale_mean": self.kernel.inverse_lengthscales.detach().mean(),
         }
-        self.last_extras = extras  # the trainer logs the latest diagnostics from here
         return SiteSample(z=z, log_q=log_q, terms=terms, extras=extras)
 
     def importance_weighted_log_q(

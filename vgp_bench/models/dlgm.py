@@ -132,6 +132,7 @@ class DLGM(LatentVariableModel):
             log_p=log_likelihood + log_prior,
             log_q=site.log_q,
             terms={"log_likelihood": log_likelihood, "log_prior": log_prior, **site.terms},
+            extras=site.site_extras("z"),
         )
 
     def sample(self, n: int, generator: torch.Generator | None = None) -> Tensor:

@@ -37,6 +37,7 @@ class InferencePass:
     log_prior: Tensor  # [S, B]  sum_t log N(z_t; 0, I)
     log_q: Tensor  # [S, B]  sum_t log q~(z_t)
     terms: dict[str, Tensor]  # the heads' terms, each summed over steps, [S, B]
+    extras: dict[str, Tensor]  # the head's diagnostics at the last step
 
 
 def lstm_step(
@@ -116,6 +117,7 @@ class DRAW(LatentVariableModel):
         log_prior = x.new_zeros(n_samples, batch)
         log_q = x.new_zeros(n_samples, batch)
         terms: dict[str, Tensor] = {}
+        extras: dict[str, Tensor] = {}
         for _ in range(self.steps):
             x_error = x - torch.sigmoid(canvas)
             glimpse = self.reader(x, x_error, decoder_state[0])  # [S, B, R]
@@ -126,9 +128,10 @@ class DRAW(LatentVariableModel):
             log_q = log_q + site.log_q
             for name, value in site.terms.items():
                 terms[name] = terms[name] + value if name in terms else value
+            extras = site.site_extras("z")
             decoder_state = lstm_step(self.decoder, site.z, decoder_state)
             canvas = canvas + self.writer(decoder_state[0])
-        return InferencePass(canvas=canvas, log_prior=log_prior, log_q=log_q, terms=terms)
+        return InferencePass(canvas, log_prior, log_q, terms, extras)
 
     def forward(
         self,
@@ -149,6 +152,7 @@ class DRAW(LatentVariableModel):
                 "log_prior": inference.log_prior,
                 **inference.terms,
             },
+            extras=inference.extras,
         )
 
     @torch.no_grad()
