@@ -6,7 +6,7 @@ z is drawn by warping a latent input xi ~ N(0, I_c) with a GP conditioned on var
     xi ~ N(0, I_c),   f | xi ~ N(mu(xi), s2(xi) I_d) (Eq. 4),   z | f ~ N(f, diag(sigma(h)^2)).
 
 The head returns log q~, the estimate of log q(z) whose subtraction from log p(x, z) is the
-bound (DESIGN.md section 2), for one of three objectives:
+bound (DESIGN.md section 2), for one of three objectives (strategies in `vgp_objectives.py`):
 
 - `collapsed`:    log q(z | xi) + log q(xi) - log r(xi | x, z), with f integrated out,
                   q(z | xi) = N(mu(xi), diag(s2(xi) + sigma^2));
@@ -23,16 +23,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from vgp_bench.distributions import (
-    normal_kl,
-    normal_log_prob,
     positive_scale,
-    standard_normal_log_prob,
 )
 from vgp_bench.gp.cholesky import JitteredCholesky, cholesky_with_jitter
 from vgp_bench.gp.conditional import (
@@ -44,38 +40,16 @@ from vgp_bench.gp.conditional import (
 from vgp_bench.gp.kernels import ARDKernel
 from vgp_bench.inference.auxiliary import AuxiliaryModel
 from vgp_bench.inference.base import LogJoint, SiteSample, SiteSpec, VariationalHead
+from vgp_bench.inference.vgp_data import VariationalData
+from vgp_bench.inference.vgp_objectives import OBJECTIVES, standard_normal
 from vgp_bench.nets import mlp, output_dim
 
-OBJECTIVES = ("collapsed", "hierarchical", "paper")
 INPUT_MODES = ("global", "amortized")
 OUTPUT_MODES = ("dense", "low_rank", "shared_basis", "global")
 SCALE_MODES = ("context", "gp", "tied")
 PRIOR_MEANS = ("zero", "identity")
 PAPER_AUXILIARIES = ("factorized", "conditional")
 WARPS = ("gp", "linear")
-
-
-def auxiliary_structure(objective: str, paper_auxiliary: str) -> str:
-    """Which factorization of r an objective needs (see AuxiliaryModel)."""
-    if objective == "collapsed":
-        return "xi"
-    if objective == "hierarchical" or paper_auxiliary == "conditional":
-        return "xi_then_f"
-    return "factorized"
-
-
-@dataclass
-class VariationalData:
-    """What q needs for one forward call: computed once per example for a `[B, C]` context,
-    once per sample and example for `[S, B, C]` (the batch shape below)."""
-
-    context: Tensor  # [*batch, C], batch = (B,) or (S, B)
-    inputs: Tensor  # S: [M, c] global, [*batch, M, c] amortized
-    cholesky: JitteredCholesky  # of K_ss + jitter I: factor [M, M] or [*batch, M, M]
-    outputs: VariationalOutputs  # T: [*batch, M, d_f] (residuals around the prior mean)
-    scale: Tensor | None  # mean-field sigma [*batch, D]; None when the GP outputs it
-    location: Tensor | None = None  # identity prior mean: m(h) [*batch, D]
-    warp_scale: Tensor | None = None  # identity prior mean: s(h) [*batch, D]
 
 
 class VGPHead(VariationalHead):
@@ -146,7 +120,7 @@ class VGPHead(VariationalHead):
     ) -> None:
         super().__init__(spec)
         self._cholesky_cache: tuple[tuple, JitteredCholesky] | None = None
-        _check_choice("inference.objective", objective, OBJECTIVES)
+        _check_choice("inference.objective", objective, tuple(OBJECTIVES))
         _check_choice("inference.inputs", inputs, INPUT_MODES)
         _check_choice("inference.outputs", outputs, OUTPUT_MODES)
         _check_choice("inference.mean_field_scale", mean_field_scale, SCALE_MODES)
@@ -185,6 +159,7 @@ class VGPHead(VariationalHead):
         if init_noise_scale <= min_scale:
             raise ValueError(f"inference.init_noise_scale must exceed min_scale {min_scale}")
         self.objective = objective
+        self.strategy = OBJECTIVES[objective]  # draws z and gives log q~ (vgp_objectives.py)
         self.paper_auxiliary = paper_auxiliary
         self.aux_samples = int(aux_samples)
         self.min_scale = min_scale
@@ -247,7 +222,7 @@ class VGPHead(VariationalHead):
             spec.z_dim,
             c,
             f_dim,
-            auxiliary_structure(objective, paper_auxiliary),
+            self.strategy.auxiliary_structure(paper_auxiliary),
             aux_hidden_dims,
             activation,
             min_scale,
@@ -453,6 +428,10 @@ class VGPHead(VariationalHead):
         total = warp_variance + noise_variance
         return data.warp_scale * (z - data.location) / total, (noise_variance / total).sqrt()
 
+    def r_xi(self, data: VariationalData, z: Tensor) -> tuple[Tensor, Tensor]:
+        """Mean and scale of r(xi | x, z), each `[..., c]`."""
+        return self.auxiliary.xi_given_z(data.context, z, self.inverse_warp(data, z))
+
     def sample(
         self, data: VariationalData, n_samples: int, generator: torch.Generator | None = None
     ) -> SiteSample:
@@ -461,59 +440,24 @@ class VGPHead(VariationalHead):
         In evaluation mode a paper-trained head returns the collapsed weight (its Eq. 7 weight
         has E[w] < p(x)); the family is the collapsed one, so z is drawn the same way.
         """
-        batch = data.context.shape[:-1]
+        context = data.context
+        batch = context.shape[:-1]
         if len(batch) == 2 and batch[0] != n_samples:
             raise ValueError(f"a per-sample context needs S = {n_samples}, got {batch[0]}")
-        lead = (n_samples, batch[-1])
-        context = data.context
-        objective = self.objective
-        if objective == "paper" and not self.training:
-            objective = "collapsed"
-
-        def normal(*shape: int) -> Tensor:
-            return torch.randn(
-                shape, generator=generator, device=context.device, dtype=context.dtype
-            )
-
-        xi = normal(*lead, self.latent_input_dim)  # [S, B, c]
-        log_q_xi = standard_normal_log_prob(xi)
-        terms: dict[str, Tensor] = {"log_q_xi": log_q_xi}
-        if objective == "collapsed":
-            z_mean, z_scale = self.z_moments(data, xi)  # [S, B, D] each
-            z = z_mean + z_scale * normal(*lead, self.z_dim)
-            log_q_z = normal_log_prob(z, z_mean, z_scale)  # log q(z | xi)
-            r_xi = self.auxiliary.xi_given_z(context, z, self.inverse_warp(data, z))
-            log_r_xi = normal_log_prob(xi, *r_xi)
-            log_q = log_q_z + log_q_xi - log_r_xi
-        else:
-            f_mean, f_scale = self.f_moments(data, xi)  # [S, B, d_f] each
-            f = self.sample_f(f_mean, f_scale, generator)
-            z_mean, z_scale = self.mean_field(data, f)
-            z = z_mean + z_scale * normal(*lead, self.z_dim)
-            log_q_z = normal_log_prob(z, z_mean, z_scale)  # log q(z | f)
-            r_xi = self.auxiliary.xi_given_z(context, z, self.inverse_warp(data, z))
-            log_r_xi = normal_log_prob(xi, *r_xi)
-            if objective == "hierarchical":
-                log_q_f = normal_log_prob(f, f_mean, f_scale)
-                log_r_f = normal_log_prob(f, *self.auxiliary.f_given_xi_z(context, z, xi))
-                log_q = log_q_z + log_q_f + log_q_xi - log_r_xi - log_r_f
-                terms |= {"log_q_f": log_q_f, "log_r_f": log_r_f}
-            else:  # Eq. 7: KL(q(f | xi) || r(f | .)), r(f | x, z) or r(f | xi, x, z)
-                r_f = self.auxiliary.f_given_xi_z(context, z, xi)
-                kl_f = normal_kl(f_mean, f_scale, *r_f)
-                log_q = log_q_z + kl_f + log_q_xi - log_r_xi
-                terms |= {"kl_f": kl_f}
-        terms |= {"log_q_z": log_q_z, "log_r_xi": log_r_xi}
+        objective = self.strategy if self.training else self.strategy.for_evaluation()
+        xi = standard_normal((n_samples, batch[-1], self.latent_input_dim), context, generator)
+        draw = objective.draw(self, data, xi, generator)  # xi: [S, B, c]
+        log_q, terms = draw.log_ratio, draw.terms
         if self.aux_samples > 0:
             terms["log_q_single_sample"] = log_q
-            log_q = self.importance_weighted_log_q(data, z, r_xi, log_q, generator)
+            log_q = self.importance_weighted_log_q(data, draw.z, draw.r_xi, log_q, generator)
         extras = {
             "jitter": data.cholesky.jitter.detach().max(),
             "cholesky_retries": data.cholesky.retries.max().to(context.dtype),
             "kernel_variance": self.kernel.variance.detach(),
             "kernel_inverse_lengthscale_mean": self.kernel.inverse_lengthscales.detach().mean(),
         }
-        return SiteSample(z=z, log_q=log_q, terms=terms, extras=extras)
+        return SiteSample(z=draw.z, log_q=log_q, terms=terms, extras=extras)
 
     def importance_weighted_log_q(
         self,
@@ -531,24 +475,9 @@ class VGPHead(VariationalHead):
         """
         count = self.aux_samples if count is None else int(count)
         r_xi_mean, r_xi_scale = r_xi  # [S, B, c]
-        noise = torch.randn(
-            (count, *r_xi_mean.shape), generator=generator, device=z.device, dtype=z.dtype
-        )
+        noise = standard_normal((count, *r_xi_mean.shape), z, generator)
         xi = r_xi_mean + r_xi_scale * noise  # [K, S, B, c]
-        log_ratio = standard_normal_log_prob(xi) - normal_log_prob(xi, r_xi_mean, r_xi_scale)
-        if self.objective in ("collapsed", "paper"):
-            log_ratio = log_ratio + normal_log_prob(z, *self.z_moments(data, xi))
-        else:
-            f_mean, f_scale = self.f_moments(data, xi)  # [K, S, B, d_f] each
-            r_f_mean, r_f_scale = self.auxiliary.f_given_xi_z(data.context, z, xi)
-            f = self.sample_f(r_f_mean, r_f_scale, generator)  # [K, S, B, d_f]
-            z_mean, z_scale = self.mean_field(data, f)
-            log_ratio = (
-                log_ratio
-                + normal_log_prob(z, z_mean, z_scale)
-                + normal_log_prob(f, f_mean, f_scale)
-                - normal_log_prob(f, r_f_mean, r_f_scale)
-            )
+        log_ratio = self.strategy.psi_log_ratios(self, data, z, xi, r_xi, generator)  # [K, S, B]
         all_ratios = torch.cat([log_ratio_drawn.unsqueeze(0), log_ratio], dim=0)  # [K+1, S, B]
         return torch.logsumexp(all_ratios, dim=0) - math.log(count + 1)
 

@@ -1,0 +1,24 @@
+"""The VGP's variational data for one forward call: what q needs, computed once per call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from vgp_bench.gp.cholesky import JitteredCholesky
+from vgp_bench.gp.conditional import VariationalOutputs
+
+
+@dataclass
+class VariationalData:
+    """What q needs for one forward call: computed once per example for a `[B, C]` context,
+    once per sample and example for `[S, B, C]` (the batch shape below)."""
+
+    context: Tensor  # [*batch, C], batch = (B,) or (S, B)
+    inputs: Tensor  # S: [M, c] global, [*batch, M, c] amortized
+    cholesky: JitteredCholesky  # of K_ss + jitter I: factor [M, M] or [*batch, M, M]
+    outputs: VariationalOutputs  # T: [*batch, M, d_f] (residuals around the prior mean)
+    scale: Tensor | None  # mean-field sigma [*batch, D]; None when the GP outputs it
+    location: Tensor | None = None  # identity prior mean: m(h) [*batch, D]
+    warp_scale: Tensor | None = None  # identity prior mean: s(h) [*batch, D]
