@@ -89,11 +89,6 @@ def build(node: DictConfig, **runtime_kwargs: Any) -> Any:
     return built(**runtime_kwargs) if runtime_kwargs else built
 
 
-def config_name(node: DictConfig | None) -> str | None:
-    """The descriptive `name` of a config group node, if any."""
-    return None if node is None else node.get("name")
-
-
 def code_version() -> str:
     """Package version plus the git commit (and `-dirty`) when run from a checkout."""
     root = Path(vgp_bench.__file__).resolve().parent.parent
