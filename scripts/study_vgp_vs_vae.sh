@@ -160,7 +160,7 @@ case $stage in
     mkdir -p "$results_dir/runs"
     for folder in "$study_dir"/*/; do
       name=$(basename "$folder")
-      [[ -f $folder/metrics.json ]] || continue
+      [[ -f $folder/metrics.json && $name != fam_* ]] || continue  # fam_*: the families stage
       mkdir -p "$results_dir/runs/$name"
       cp "$folder/metrics.json" "$folder/config.yaml" "$results_dir/runs/$name/"
     done

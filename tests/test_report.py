@@ -408,3 +408,40 @@ def test_other_inference_rows_sit_beside_their_papers_numbers(tmp_path, capsys):
     assert float(by_quantity["bound_nll"]["paper"]) == 88.30
     iwae_records = [r for r in csv.DictReader(io.StringIO(out)) if r["train_objective"] == "iwae"]
     assert len(iwae_records) == 4 and {r["train_samples"] for r in iwae_records} == {"50"}
+
+
+def test_seeds_pool_across_config_versions_and_objectives_stay_apart(tmp_path, capsys):
+    """Runs of one setting pool into one row and one curve although an older run's config lacks
+    keys added since (evaluation settings, newer keys at their older value); a run trained
+    with another objective (IWAE) is its own row and its own curve."""
+    root = tmp_path / "study"
+    folders = {
+        "vae_old": ({}, "elbo", 1, -100.0),
+        "vae_new": (
+            {"eval": {"aux_gap_samples": 256}, "trainer": {"objective": "elbo", "progress": False}},
+            "elbo",
+            1,
+            -102.0,
+        ),
+        "iwae": ({"trainer": {"objective": "iwae", "n_samples": 50}}, "iwae", 50, -95.0),
+    }
+    for seed, (name, (extra, objective, samples, valid)) in enumerate(folders.items()):
+        folder = write_run(
+            root / name, model="dlgm1", inference="vae", seed=seed, test=evaluated(90.0, 95.0)
+        )
+        metrics = json.loads((folder / "metrics.json").read_text())
+        if name != "vae_old":  # older runs recorded no training objective
+            metrics |= {"train_objective": objective, "train_samples": samples}
+        metrics["history"] = [{"epoch": 1, "valid_bound": valid}]
+        (folder / "metrics.json").write_text(json.dumps(metrics))
+        config = json.loads((folder / "config.yaml").read_text())
+        for group, values in extra.items():
+            config[group] = config.get(group, {}) | values
+        (folder / "config.yaml").write_text(json.dumps(config))
+    code, text = run_report([str(root)], capsys)
+    assert code == 0
+    rows = markdown_tables(text)["Table 1: binarized MNIST"]
+    assert row_named(rows, "DLGM 1hl + VAE")["seeds"] == "n=2 (0, 1)"
+    assert row_named(rows, "DLGM 1hl + VAE (IWAE k=50)")["seeds"] == "n=1 (2)"
+    series = report.validation_curves(sorted(root.iterdir()))
+    assert series == {"DLGM 1hl + VAE": [(1, -101.0)], "DLGM 1hl + VAE (IWAE k=50)": [(1, -95.0)]}

@@ -21,6 +21,13 @@ from omegaconf import DictConfig, OmegaConf
 from torch.utils.tensorboard import SummaryWriter
 
 from vgp_bench.checkpoint import load_checkpoint, save_checkpoint
+from vgp_bench.config_keys import (  # noqa: F401 (run_folder.NEWER_KEYS: the documented home)
+    ANY,
+    NEWER_KEYS,
+    RESUMABLE_KEYS,
+    is_older_default,
+    is_resumable_key,
+)
 from vgp_bench.data.base import DatasetBundle
 from vgp_bench.data.store import orphaned_temporaries
 from vgp_bench.distributed import DistributedContext
@@ -34,54 +41,6 @@ from vgp_bench.writer import NullWriter, Writer
 LOG_NAME = "train.log"
 # Files whose presence means the folder holds (part of) a run.
 RUN_MARKERS = ("metrics.json", "config.yaml", "checkpoints")
-
-# Keys a resumed run may change: none of them alters what the run computes (the training
-# trajectory); `eval` is every evaluation setting. Any other difference refuses the resume.
-RESUMABLE_KEYS = (
-    "device",
-    "data_dir",
-    "experiment_name",
-    "eval",
-    "trainer.epochs",
-    "trainer.max_steps",
-    "trainer.log_every",
-    "trainer.checkpoint_every",
-    "trainer.valid_samples",
-    "trainer.valid_subset",
-    "trainer.eval_at_epochs",
-    "trainer.image_every",
-    "trainer.max_nonfinite",
-    "trainer.progress",
-    "trainer.resume",
-    "trainer.move_aside",
-    "trainer.compile",
-    "trainer.ddp_backend",
-    "trainer.find_unused_parameters",
-    "trainer.diagnostics_examples",
-    "trainer.compile_mode",
-    "trainer.gpu_memory_fraction",
-)
-
-# Keys added to the configs after runs already existed: a run whose saved config lacks one
-# resumes when the key holds the value that computes what the older code computed (ANY: the
-# key changes nothing unless another, older key turns it on).
-ANY = object()
-NEWER_KEYS: dict[str, Any] = {
-    "trainer.objective": "elbo",
-    "inference.prior_mean": "zero",
-    "inference.paper_auxiliary": "factorized",
-    "inference.warp": "gp",
-    "inference.noise_ratio": ANY,  # read only by mean_field_scale=tied, newer itself
-    "inference.init_noise_scale": ANY,  # read only by prior_mean=identity
-}
-
-
-def is_older_default(key: str, old: dict[str, Any], new: dict[str, Any]) -> bool:
-    """Whether `key`, absent from a run's saved config, holds the value of the older code."""
-    if key in old or key not in NEWER_KEYS:
-        return False
-    compatible = NEWER_KEYS[key]
-    return compatible is ANY or new.get(key) == compatible
 
 
 def remove_orphans(run_dir: Path) -> list[Path]:
@@ -155,10 +114,6 @@ def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
             flat.update(flatten(value, f"{prefix}{key}."))
         return flat
     return {prefix.rstrip("."): node}
-
-
-def is_resumable_key(key: str) -> bool:
-    return any(key == allowed or key.startswith(allowed + ".") for allowed in RESUMABLE_KEYS)
 
 
 def resume_changes(

@@ -2,39 +2,59 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from vgp_bench.divergence import is_finite_number
-from vgp_bench.metrics import read_record
 from vgp_bench.plots import line_plot
-from vgp_bench.report.rows import MODEL_NAMES
-from vgp_bench.report.runs import structure_of
+from vgp_bench.report.rows import (
+    Setting,
+    distinguishing_suffixes,
+    method_label,
+    setting_of,
+    sort_key,
+)
+from vgp_bench.report.runs import Run, read_config
 
 
 def validation_curves(folders: Sequence[Path]) -> dict[str, list[tuple[float, float]]]:
-    """Mean validation bound per epoch for each method (seeds pooled), unfinished runs too."""
-    by_label: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    """Mean validation bound per epoch for each method (seeds pooled), unfinished runs too.
+
+    Runs are grouped and named as the tables name their rows (family, structure, objectives,
+    and the config keys that tell apart runs of one name), so a curve pools seeds only.
+    """
+    histories: dict[Setting, list[list[tuple[int, float]]]] = defaultdict(list)
     for folder in folders:
         try:
-            record = read_record(folder / "metrics.json")
+            metrics = json.loads((folder / "metrics.json").read_text())
+            config = read_config(folder)
         except (OSError, ValueError):
             continue
-        label = f"{MODEL_NAMES.get(str(record.model), record.model)} + "
-        label += str(record.inference).upper()
-        details = [structure_of(folder, record)]
-        details.append(f"K={record.aux_samples}" if record.aux_samples else None)
-        shown = [detail for detail in details if detail]
-        if shown:
-            label += f" ({', '.join(shown)})"
-        for entry in record.history or []:
-            if is_finite_number(entry.valid_bound):
-                by_label[label][int(entry.epoch)].append(float(entry.valid_bound))
+        run = Run(folder, {**metrics, "test": metrics.get("test") or {}}, config)
+        history = [
+            (int(entry.epoch), float(entry.valid_bound))
+            for entry in run.record.history or []
+            if is_finite_number(entry.valid_bound)
+        ]
+        histories[setting_of(run)].append(history)
+    # unfinished runs have no test evaluation yet: group them with their finished seeds
+    by_label: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    settings = {replace(setting, is_samples=0, test_examples=0) for setting in histories}
+    suffixes = distinguishing_suffixes(sorted(settings, key=sort_key), table2=False)
+    for setting, runs in histories.items():
+        untested = replace(setting, is_samples=0, test_examples=0)
+        label = method_label(untested, table2=False) + suffixes[untested]
+        for history in runs:
+            for epoch, value in history:
+                by_label[label][epoch].append(value)
     return {
         label: [(epoch, statistics.fmean(values)) for epoch, values in sorted(epochs.items())]
         for label, epochs in sorted(by_label.items())
+        if epochs
     }
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vgp_bench.config_keys import is_operational_key, with_older_defaults
 from vgp_bench.divergence import is_finite_number
 from vgp_bench.metrics import DatasetRecord
 from vgp_bench.report.runs import Run, structure_of
@@ -76,8 +77,9 @@ def setting_of(run: Run) -> Setting:
     config = tuple(
         sorted(
             (key, value)
-            for key, value in run.config.items()
+            for key, value in with_older_defaults(run.config).items()
             if key not in IGNORED_CONFIG_KEYS
+            and not is_operational_key(key)
             and not key.startswith("hydra.")
             and not key.rsplit(".", 1)[-1].endswith(IGNORED_CONFIG_SUFFIXES)
         )
