@@ -14,6 +14,10 @@
 #                                         # for FAMILY_EPOCHS (10) epochs, seed 0, tested at the
 #                                         # end with S = 1000 on the first 2000 test images;
 #                                         # results/dlgm1_families/
+#   scripts/study_vgp_vs_vae.sh fixed     # each family's q alone on one fixed decoder (the
+#                                         # VAE seed 0's best checkpoint): FIXED_EPOCHS (20)
+#                                         # epochs, model frozen, tested as families are;
+#                                         # results/fixed_decoder/
 #
 # JOBS (default 2) single-thread jobs run at once (OMP_NUM_THREADS=1), each in its own run
 # folder under STUDY_DIR (default outputs/studies/vgp_vs_vae); a job cut off by the end of a
@@ -76,6 +80,23 @@ families() {
   echo "fam_vgp_paper|experiment=table1_dlgm1_vgp"
 }
 
+# the approximation-gap protocol (Cremer et al. 2018): one fixed decoder, each family's q trained
+# from scratch on it; the decoder's log p(x) is the same for every row, so the bound says how much
+# of the gap each q closes
+fixed() {
+  local decoder
+  decoder="trainer.init_model=$(realpath -m "${FIXED_DECODER:-$study_dir/dlgm1_vae_s0/checkpoints/best.pt}")"
+  decoder+=" trainer.train_model=false"
+  echo "fixed_vae|experiment=table1_dlgm1_vae $decoder"
+  echo "fixed_vgp_best|experiment=table1_dlgm1_vgp $best $decoder"
+  echo "fixed_vgp_linear|experiment=table1_dlgm1_vgp $best inference.warp=linear $decoder"
+  # per-example variational outputs: a warp whose bend may differ from image to image
+  echo "fixed_vgp_shared_basis|experiment=table1_dlgm1_vgp ${best/outputs=global/outputs=shared_basis} $decoder"
+  echo "fixed_nf|experiment=table1_dlgm1_nf $decoder"
+  echo "fixed_vgp_paper|experiment=table1_dlgm1_vgp $decoder"
+  echo "fixed_hvi|experiment=table1_dlgm1_hvi $decoder"
+}
+
 # candidates for the project's best VGP configuration (validation bound only)
 pilots() {
   local vgp="experiment=table1_dlgm1_vgp inference.prior_mean=identity inference.kernel_variance=0.01"
@@ -116,12 +137,28 @@ eval_one() {  # name|overrides: the test set, once, on the checkpoint chosen by 
     eval.is_samples=5000 eval.subset=null "data_dir=$data_dir" \
     >"$folder/eval.log" 2>&1 || echo "study: evaluating $name failed (see $folder/eval.log)"
 }
+# collect_and_report PREFIX RESULTS: the runs named PREFIX* (metrics.json and config, never
+# checkpoints), their table (md, csv) and validation curves
+collect_and_report() {
+  local prefix=$1 results=$2 folder name
+  mkdir -p "$results/runs"
+  for folder in "$study_dir/$prefix"*/; do
+    name=$(basename "$folder")
+    [[ -f $folder/metrics.json ]] || continue
+    mkdir -p "$results/runs/$name"
+    cp "$folder/metrics.json" "$folder/config.yaml" "$results/runs/$name/"
+  done
+  run_tool vgp-report vgp_bench.report "$results/runs" --curves "$results/valid_curves.png" \
+    >"$results/table.md"
+  run_tool vgp-report vgp_bench.report "$results/runs" --format csv >"$results/table.csv"
+  cat "$results/table.md"
+}
 export -f train_one eval_one run_tool
 export study_dir epochs data_dir TRAIN_EXTRA=${TRAIN_EXTRA:-eval.at_end=false}
 
 case $stage in
-  pilot|train|eval|report|all|families) ;;
-  *) echo "usage: $0 pilot|train|eval|report|all|families" >&2; exit 2 ;;
+  pilot|train|eval|report|all|families|fixed) ;;
+  *) echo "usage: $0 pilot|train|eval|report|all|families|fixed" >&2; exit 2 ;;
 esac
 
 case $stage in
@@ -134,19 +171,13 @@ case $stage in
     epochs=${FAMILY_EPOCHS:-10}
     TRAIN_EXTRA="eval.at_end=true eval.is_samples=1000 eval.subset=2000"
     families | grep -E "^(${RUNS:-.*})\|" | xargs -d '\n' -P "$jobs" -I{} bash -c 'train_one "$1"' _ {}
-    family_results=${FAMILY_RESULTS_DIR:-results/dlgm1_families}
-    mkdir -p "$family_results/runs"
-    for folder in "$study_dir"/fam_*/; do
-      name=$(basename "$folder")
-      [[ -f $folder/metrics.json ]] || continue
-      mkdir -p "$family_results/runs/$name"
-      cp "$folder/metrics.json" "$folder/config.yaml" "$family_results/runs/$name/"
-    done
-    run_tool vgp-report vgp_bench.report "$family_results/runs" \
-      --curves "$family_results/valid_curves.png" >"$family_results/table.md"
-    run_tool vgp-report vgp_bench.report "$family_results/runs" --format csv \
-      >"$family_results/table.csv"
-    cat "$family_results/table.md"
+    collect_and_report fam_ "${FAMILY_RESULTS_DIR:-results/dlgm1_families}"
+    ;;
+  fixed)
+    epochs=${FIXED_EPOCHS:-20}
+    TRAIN_EXTRA="eval.at_end=true eval.is_samples=1000 eval.subset=2000"
+    fixed | grep -E "^(${RUNS:-.*})\|" | xargs -d '\n' -P "$jobs" -I{} bash -c 'train_one "$1"' _ {}
+    collect_and_report fixed_ "${FIXED_RESULTS_DIR:-results/fixed_decoder}"
     ;;
   train|all)
     selected_runs | xargs -d '\n' -P "$jobs" -I{} bash -c 'train_one "$1"' _ {}
@@ -160,7 +191,8 @@ case $stage in
     mkdir -p "$results_dir/runs"
     for folder in "$study_dir"/*/; do
       name=$(basename "$folder")
-      [[ -f $folder/metrics.json && $name != fam_* ]] || continue  # fam_*: the families stage
+      # fam_*, fixed_*: the families and fixed stages' own results
+      [[ -f $folder/metrics.json && $name != fam_* && $name != fixed_* ]] || continue
       mkdir -p "$results_dir/runs/$name"
       cp "$folder/metrics.json" "$folder/config.yaml" "$results_dir/runs/$name/"
     done

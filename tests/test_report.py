@@ -445,3 +445,27 @@ def test_seeds_pool_across_config_versions_and_objectives_stay_apart(tmp_path, c
     assert row_named(rows, "DLGM 1hl + VAE (IWAE k=50)")["seeds"] == "n=1 (2)"
     series = report.validation_curves(sorted(root.iterdir()))
     assert series == {"DLGM 1hl + VAE": [(1, -101.0)], "DLGM 1hl + VAE (IWAE k=50)": [(1, -95.0)]}
+
+
+def test_a_run_on_a_fixed_model_is_its_own_labelled_row(tmp_path, capsys):
+    """trainer.train_model=false (only q trained on a given decoder) is a row apart, named so;
+    the older run without the key pools with a run that sets it to its default."""
+    root = tmp_path / "study"
+    for seed, extra in enumerate(
+        [
+            {},
+            {"train_model": True, "init_model": None},
+            {"train_model": False, "init_model": "/runs/vae/checkpoints/best.pt"},
+        ]
+    ):
+        folder = write_run(
+            root / f"run{seed}", model="dlgm1", inference="vae", seed=seed, test=evaluated(90, 95)
+        )
+        config = json.loads((folder / "config.yaml").read_text())
+        config["trainer"] |= extra
+        (folder / "config.yaml").write_text(json.dumps(config))
+    code, text = run_report([str(root)], capsys)
+    assert code == 0
+    rows = markdown_tables(text)["Table 1: binarized MNIST"]
+    assert row_named(rows, "DLGM 1hl + VAE")["seeds"] == "n=2 (0, 1)"
+    assert row_named(rows, "DLGM 1hl + VAE (model fixed)")["seeds"] == "n=1 (2)"

@@ -354,3 +354,45 @@ def test_the_multi_tensor_update_trains_bit_for_bit_as_the_per_tensor_loop(
     assert not any(group["foreach"] for group in build_components(loop).optimizer.param_groups)
     train(loop, tmp_path / "loop")
     assert_same_parameters(tmp_path / "foreach", tmp_path / "loop")
+
+
+def test_a_fixed_model_from_another_run_keeps_its_weights_and_trains_only_q(
+    tmp_path: Path,
+) -> None:
+    common = [*TINY, "eval.at_end=false"]
+    train(compose_config(common), tmp_path / "source")
+    source = tmp_path / "source" / "checkpoints" / "best.pt"
+    fixed = [
+        *common,
+        "inference=vgp",
+        f"trainer.init_model={source}",
+        "trainer.train_model=false",
+        "seed=1",
+    ]
+    train(compose_config([*fixed, "trainer.max_steps=5"]), tmp_path / "fixed")
+    start = load_checkpoint(source)
+    after = load_checkpoint(tmp_path / "fixed" / "checkpoints" / "last.pt")
+    assert start["model"].keys() == after["model"].keys()
+    for name, value in start["model"].items():
+        assert torch.equal(value, after["model"][name]), name  # p(x, z) untouched
+    fresh = build_components(compose_config(fixed))
+    assert any(
+        not torch.equal(value, after["heads"][name])
+        for name, value in fresh.heads.state_dict().items()
+    )  # q trained
+    assert all(not p.requires_grad for p in fresh.model.parameters())
+    assert len(fresh.optimizer.param_groups[0]["params"]) == len(list(fresh.heads.parameters()))
+    # the resume continues bit for bit (the weights come from the checkpoint, not init_model)
+    train(compose_config([*fixed, "trainer.max_steps=8"]), tmp_path / "fixed")
+    train(compose_config([*fixed, "trainer.max_steps=8"]), tmp_path / "straight")
+    assert_same_parameters(tmp_path / "fixed", tmp_path / "straight")
+
+
+def test_init_model_of_another_model_is_a_clear_error(tmp_path: Path) -> None:
+    train(compose_config([*TINY, "eval.at_end=false"]), tmp_path / "source")
+    source = tmp_path / "source" / "checkpoints" / "last.pt"
+    other = [*TINY, "model.hidden_dims=[[8]]", f"trainer.init_model={source}"]
+    with pytest.raises(ValueError, match="holds another model than model=dlgm1"):
+        train(compose_config(other), tmp_path / "other")
+    with pytest.raises(ValueError, match="not found"):
+        train(compose_config([*TINY, "trainer.init_model=/no/such.pt"]), tmp_path / "missing")

@@ -53,7 +53,9 @@ def build_components(
     torch.manual_seed(int(cfg.seed))  # parameter initialisation
     model = build(cfg.model, x_shape=data.x_shape).to(device)
     heads = build_heads(build(cfg.inference), model.sites).to(device)
-    parameters = [*model.parameters(), *heads.parameters()]
+    train_model = bool(cfg.trainer.get("train_model", True))
+    model.requires_grad_(train_model)  # false: only the inference heads train
+    parameters = [*(model.parameters() if train_model else []), *heads.parameters()]
     optimizer = build(cfg.optim.optimizer, params=parameters, **multi_tensor_update(cfg))
     schedule = StepSizeSchedule(optimizer, build(cfg.optim.schedule))
     return Components(data.to(device), model, heads, optimizer, schedule, device)

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
 from vgp_bench.data.store import atomic_write
+from vgp_bench.runtime import ConfigError
 
 if TYPE_CHECKING:
     from vgp_bench.build import Components
@@ -59,6 +60,35 @@ def restore_training(parts: Components, checkpoint: dict[str, Any]) -> RunState:
     state = RunState(**checkpoint["state"])
     parts.schedule.apply(state.step)
     return state
+
+
+def load_initial_model(parts: Components, cfg: DictConfig) -> Path | None:
+    """Start the model p(x, z) from the weights of `trainer.init_model` (a checkpoint of a run
+    with the same model config); the heads keep their fresh initialization. Returns the path."""
+    source = cfg.trainer.get("init_model")
+    if not source:
+        return None
+    path = Path(str(source)).expanduser().resolve()
+    if not path.is_file():
+        raise ConfigError(
+            f"trainer.init_model={path} not found; give the path of a run's checkpoints/best.pt"
+        )
+    checkpoint = load_checkpoint(path)
+    saved_model = checkpoint.get("config", {}).get("model")
+    current_model = OmegaConf.to_container(cfg.model, resolve=True)
+    if saved_model != current_model or "model" not in checkpoint:
+        raise ConfigError(
+            f"trainer.init_model={path} holds another model than model={cfg.model.name} with "
+            "these settings; pick a checkpoint of a run with the same model config"
+        )
+    try:
+        parts.model.load_state_dict(checkpoint["model"])
+    except RuntimeError as error:  # same config, other data shape
+        raise ConfigError(
+            f"trainer.init_model={path} does not fit this dataset's model "
+            f"({str(error).splitlines()[0]}); pick a checkpoint trained on the same data"
+        ) from error
+    return path
 
 
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:

@@ -43,6 +43,8 @@ NEWER_KEYS: dict[str, Any] = {
     "inference.warp": "gp",
     "inference.noise_ratio": ANY,  # read only by mean_field_scale=tied, newer itself
     "inference.init_noise_scale": ANY,  # read only by prior_mean=identity
+    "trainer.init_model": None,
+    "trainer.train_model": True,
 }
 
 

@@ -16,7 +16,12 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from vgp_bench.build import Components, build_components
-from vgp_bench.checkpoint import RunState, restore_training, training_checkpoint
+from vgp_bench.checkpoint import (
+    RunState,
+    load_initial_model,
+    restore_training,
+    training_checkpoint,
+)
 from vgp_bench.diagnostics import head_diagnostics
 from vgp_bench.distributed import DistributedContext, init_distributed, shutdown_distributed
 from vgp_bench.evaluate import evaluate_components, format_summary
@@ -217,6 +222,8 @@ class Trainer:
         if plan.checkpoint is not None:
             self.state = restore_training(self.parts, plan.checkpoint)
             self.training_step.load_generator_states(plan.checkpoint["generators"])
+        elif (source := load_initial_model(self.parts, self.cfg)) is not None:
+            self.log.info("model p(x, z) starts from %s", source)
         self.prepare_objective()
         self.writer = self.folder.begin(self.cfg, self.parts.data, plan, self.state.step)
         self.write_metrics("running")

@@ -146,7 +146,7 @@ def format_data(setting: Setting) -> str:
 
 def method_label(setting: Setting, table2: bool) -> str:
     """`DLGM 1hl + VGP` (Table 1) or `draw + vgp` (Table 2), plus the family's size, a
-    non-default objective, K and a non-default training objective with its k."""
+    non-default objective, K, a non-default training objective with its k, and a fixed model."""
     if table2:
         base = setting.model + ("" if setting.inference == "vae" else f" + {setting.inference}")
     else:
@@ -164,6 +164,8 @@ def method_label(setting: Setting, table2: bool) -> str:
         variant.append(f"K={setting.aux_samples}")
     if setting.train_objective != DEFAULT_TRAIN_OBJECTIVE:
         variant.append(f"{setting.train_objective.upper()} k={setting.train_samples}")
+    if dict(setting.config).get("trainer.train_model") == "false":
+        variant.append("model fixed")  # only q trained, on a given model (trainer.init_model)
     return base + (f" ({', '.join(variant)})" if variant else "")
 
 
