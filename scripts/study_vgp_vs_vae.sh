@@ -18,6 +18,9 @@
 #                                         # VAE seed 0's best checkpoint): FIXED_EPOCHS (20)
 #                                         # epochs, model frozen, tested as families are;
 #                                         # results/fixed_decoder/
+#   scripts/study_vgp_vs_vae.sh local     # the same decoder, no encoder: each family fitted
+#                                         # alone to each of the first LOCAL_IMAGES (10) test
+#                                         # images' posteriors; results/local_gap/
 #
 # JOBS (default 2) single-thread jobs run at once (OMP_NUM_THREADS=1), each in its own run
 # folder under STUDY_DIR (default outputs/studies/vgp_vs_vae); a job cut off by the end of a
@@ -157,8 +160,8 @@ export -f train_one eval_one run_tool
 export study_dir epochs data_dir TRAIN_EXTRA=${TRAIN_EXTRA:-eval.at_end=false}
 
 case $stage in
-  pilot|train|eval|report|all|families|fixed) ;;
-  *) echo "usage: $0 pilot|train|eval|report|all|families|fixed" >&2; exit 2 ;;
+  pilot|train|eval|report|all|families|fixed|local) ;;
+  *) echo "usage: $0 pilot|train|eval|report|all|families|fixed|local" >&2; exit 2 ;;
 esac
 
 case $stage in
@@ -178,6 +181,16 @@ case $stage in
     TRAIN_EXTRA="eval.at_end=true eval.is_samples=1000 eval.subset=2000"
     fixed | grep -E "^(${RUNS:-.*})\|" | xargs -d '\n' -P "$jobs" -I{} bash -c 'train_one "$1"' _ {}
     collect_and_report fixed_ "${FIXED_RESULTS_DIR:-results/fixed_decoder}"
+    ;;
+  local)
+    local_results=${LOCAL_RESULTS_DIR:-results/local_gap}
+    mkdir -p "$local_results"
+    python=.venv/bin/python; [[ -x $python ]] || python=python3
+    $python -m vgp_bench.local_gap \
+      "${FIXED_DECODER:-$study_dir/dlgm1_vae_s0/checkpoints/best.pt}" \
+      --images "${LOCAL_IMAGES:-10}" --steps "${LOCAL_STEPS:-2000}" --data-dir "$data_dir" \
+      --out "$local_results/local_gap.json" 2>"$local_results/local_gap.log" \
+      | tee "$local_results/table.md"
     ;;
   train|all)
     selected_runs | xargs -d '\n' -P "$jobs" -I{} bash -c 'train_one "$1"' _ {}
