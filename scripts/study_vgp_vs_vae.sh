@@ -140,14 +140,16 @@ eval_one() {  # name|overrides: the test set, once, on the checkpoint chosen by 
     eval.is_samples=5000 eval.subset=null "data_dir=$data_dir" \
     >"$folder/eval.log" 2>&1 || echo "study: evaluating $name failed (see $folder/eval.log)"
 }
-# collect_and_report PREFIX RESULTS: the runs named PREFIX* (metrics.json and config, never
-# checkpoints), their table (md, csv) and validation curves
+# collect_and_report PREFIX RESULTS [EXCLUDED...]: the runs named PREFIX* but not EXCLUDED*
+# (metrics.json and config, never checkpoints), their table (md, csv) and validation curves
 collect_and_report() {
-  local prefix=$1 results=$2 folder name
+  local prefix=$1 results=$2 folder name excluded
+  shift 2
   mkdir -p "$results/runs"
   for folder in "$study_dir/$prefix"*/; do
     name=$(basename "$folder")
     [[ -f $folder/metrics.json ]] || continue
+    for excluded in "$@"; do [[ $name == "$excluded"* ]] && continue 2; done
     mkdir -p "$results/runs/$name"
     cp "$folder/metrics.json" "$folder/config.yaml" "$results/runs/$name/"
   done
@@ -199,19 +201,8 @@ case $stage in
     selected_runs | xargs -d '\n' -P "$jobs" -I{} bash -c 'eval_one "$1"' _ {}
     ;;&
   report|all)
-    # what the repository keeps: each run's metrics.json and resolved config, the table, the
-    # curves (never checkpoints)
-    mkdir -p "$results_dir/runs"
-    for folder in "$study_dir"/*/; do
-      name=$(basename "$folder")
-      # fam_*, fixed_*: the families and fixed stages' own results
-      [[ -f $folder/metrics.json && $name != fam_* && $name != fixed_* ]] || continue
-      mkdir -p "$results_dir/runs/$name"
-      cp "$folder/metrics.json" "$folder/config.yaml" "$results_dir/runs/$name/"
-    done
-    run_tool vgp-report vgp_bench.report "$results_dir/runs" --curves "$results_dir/valid_curves.png" \
-      >"$results_dir/table.md"
-    run_tool vgp-report vgp_bench.report "$results_dir/runs" --format csv >"$results_dir/table.csv"
-    cat "$results_dir/table.md"
+    # every run of the study, pilots included; fam_*, fixed_*: the families and fixed stages'
+    # own results
+    collect_and_report "" "$results_dir" fam_ fixed_
     ;;
 esac

@@ -75,6 +75,14 @@ def write_run(
     return folder
 
 
+def update_config(folder: Path, groups: dict[str, dict]) -> None:
+    """Merge `{group: {key: value}}` into a run folder's config.yaml."""
+    config = json.loads((folder / "config.yaml").read_text())
+    for group, values in groups.items():
+        config[group] = config.get(group, {}) | values
+    (folder / "config.yaml").write_text(json.dumps(config))
+
+
 def evaluated(nll: float, bound: float, nll_stderr: float = 0.3, bound_stderr: float = 0.35):
     return {
         "nll": nll,
@@ -434,10 +442,7 @@ def test_seeds_pool_across_config_versions_and_objectives_stay_apart(tmp_path, c
             metrics |= {"train_objective": objective, "train_samples": samples}
         metrics["history"] = [{"epoch": 1, "valid_bound": valid}]
         (folder / "metrics.json").write_text(json.dumps(metrics))
-        config = json.loads((folder / "config.yaml").read_text())
-        for group, values in extra.items():
-            config[group] = config.get(group, {}) | values
-        (folder / "config.yaml").write_text(json.dumps(config))
+        update_config(folder, extra)
     code, text = run_report([str(root)], capsys)
     assert code == 0
     rows = markdown_tables(text)["Table 1: binarized MNIST"]
@@ -461,9 +466,7 @@ def test_a_run_on_a_fixed_model_is_its_own_labelled_row(tmp_path, capsys):
         folder = write_run(
             root / f"run{seed}", model="dlgm1", inference="vae", seed=seed, test=evaluated(90, 95)
         )
-        config = json.loads((folder / "config.yaml").read_text())
-        config["trainer"] |= extra
-        (folder / "config.yaml").write_text(json.dumps(config))
+        update_config(folder, {"trainer": extra})
     code, text = run_report([str(root)], capsys)
     assert code == 0
     rows = markdown_tables(text)["Table 1: binarized MNIST"]
