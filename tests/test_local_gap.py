@@ -19,7 +19,9 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder / "checkpoints" / "best.pt"
 
 
-def test_every_q_is_measured_on_the_same_images(tiny_checkpoint: Path, tmp_path: Path) -> None:
+def test_every_q_is_measured_on_the_same_images(
+    tiny_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "gap.json"
     code = local_gap.main(
         [
@@ -49,6 +51,11 @@ def test_every_q_is_measured_on_the_same_images(tiny_checkpoint: Path, tmp_path:
     # mean-field q for it (the amortization gap is not negative), on average
     summary = record["summary"]
     assert summary["mean_field"]["gap"] <= summary["amortized"]["gap"] + 0.1
+    # the table again from the JSON, identical to the one printed
+    printed = capsys.readouterr().out
+    assert local_gap.main([str(out), "--render"]) == 0
+    assert capsys.readouterr().out == printed
+    assert "| mean_field |" in printed and "better on" in printed
 
 
 def test_unknown_family_and_models_without_a_closed_form_joint_fail_clearly(

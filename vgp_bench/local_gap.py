@@ -163,7 +163,8 @@ def local_gaps(
 
 
 def summary(results: Sequence[ImageResult]) -> dict[str, dict[str, float]]:
-    """Per q: mean bound, mean gap log p(x) - ELBO and its standard error over images."""
+    """Per q: mean bound, mean gap log p(x) - ELBO with its standard error over images, and the
+    median gap (a black-box fit that fails on one image moves the mean, not the median)."""
     names = list(results[0].estimates)
     table = {}
     for name in names:
@@ -176,6 +177,7 @@ def summary(results: Sequence[ImageResult]) -> dict[str, dict[str, float]]:
             "bound": float(bounds.mean()),
             "gap": float(gaps.mean()),
             "gap_stderr": stderr,
+            "gap_median": float(gaps.median()),
         }
     return table
 
@@ -186,8 +188,8 @@ def markdown(results: Sequence[ImageResult], checkpoint: str) -> str:
     lines = [
         f"Per-image gaps on the first {len(results)} test images, model of `{checkpoint}`",
         "",
-        "| q | mean ELBO | log p(x) - ELBO | minus the mean-field fit's |",
-        "| --- | --- | --- | --- |",
+        "| q | mean ELBO | log p(x) - ELBO | median | minus the mean-field fit's | images |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for name, row in table.items():
         if "mean_field" in table and name != "mean_field":
@@ -197,16 +199,33 @@ def markdown(results: Sequence[ImageResult], checkpoint: str) -> str:
             )
             stderr = float(differences.std() / math.sqrt(len(results)))
             versus = f"{float(differences.mean()):+.2f} ± {stderr:.2f}"
+            better = int((differences < 0).sum())
+            count = f"better on {better} of {len(results)}"
         else:
-            versus = "—"
+            versus, count = "—", ""
         gap = f"{row['gap']:.2f} ± {row['gap_stderr']:.2f}"
-        lines.append(f"| {name} | {row['bound']:.2f} | {gap} | {versus} |")
+        median = f"{row['gap_median']:.2f}"
+        lines.append(f"| {name} | {row['bound']:.2f} | {gap} | {median} | {versus} | {count} |")
     return "\n".join(lines)
+
+
+def read_results(record: dict[str, Any]) -> list[ImageResult]:
+    """The per-image results of a JSON file written by `--out`."""
+    return [
+        ImageResult(
+            int(image["index"]),
+            {name: Estimate(**image[name]) for name in record["summary"]},
+        )
+        for image in record["per_image"]
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("checkpoint", help="a run's checkpoints/best.pt (a dlgm model)")
+    parser.add_argument(
+        "checkpoint", help="a run's checkpoints/best.pt (a dlgm model), or with --render a JSON"
+    )
+    parser.add_argument("--render", action="store_true", help="print the table of a JSON file")
     parser.add_argument("--images", type=int, default=10, help="the first N test images")
     parser.add_argument("--families", nargs="+", default=list(DEFAULT_FAMILIES))
     parser.add_argument("--steps", type=int, default=2000, help="black-box steps per fit")
@@ -215,6 +234,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--out", type=Path, default=None, help="JSON of every image's numbers")
     args = parser.parse_args(argv)
+    if args.render:
+        record = json.loads(Path(args.checkpoint).read_text())
+        print(markdown(read_results(record), record["checkpoint"]))
+        return 0
     if args.images < 1 or args.steps < 1 or args.is_samples < 1:
         parser.error("--images, --steps and --is-samples must be at least 1")
     try:
