@@ -13,7 +13,7 @@ from tests.linear_gaussian import LinearGaussianModel
 from vgp_bench.distributions import normal_log_prob
 from vgp_bench.estimators import importance_weighted_log_likelihood
 from vgp_bench.inference.base import SiteSpec
-from vgp_bench.inference.vgp import VGPHead
+from vgp_bench.inference.vgp import VGPHead, gaussian_total_correlation
 from vgp_bench.metrics import family_structure
 
 
@@ -77,6 +77,7 @@ def test_linear_warp_control_is_the_gaussian_whatever_the_gp():
     stats = head.diagnostics(context, 200, torch.Generator().manual_seed(2))
     assert stats["nonlinear_warp_share"] < 1e-12 and stats["variance_dispersion"] < 1e-12
     assert stats["warp_share"] == pytest.approx(100.0, rel=0.1)  # s^2 / sigma^2 over 200 draws
+    assert abs(stats["total_correlation"]) < 1e-9  # a diagonal warp: mean-field exactly
     with pytest.raises(ValueError, match="warp=linear"):
         make_head(spec, warp="linear")  # zero prior mean: nothing left to warp
     label = family_structure(
@@ -144,3 +145,24 @@ def test_prior_mean_options_are_checked():
     with pytest.raises(ValueError, match=r"inference\.paper_auxiliary"):
         make_head(spec, objective="paper", paper_auxiliary="both")
     assert math.isfinite(make_head(spec, prior_mean="identity").kernel.variance.item())
+
+
+def test_total_correlation_is_what_correlation_is_worth_to_the_entropy():
+    """0 for a diagonal covariance; -1/2 log(1 - rho^2) for two unit variances with correlation
+    rho; and a shared affine warp that mixes coordinates is seen by the head's statistics."""
+    rho = 0.8
+    pair = torch.tensor([[[1.0, rho], [rho, 1.0]], [[2.0, 0.0], [0.0, 3.0]]], dtype=torch.float64)
+    values = gaussian_total_correlation(pair)
+    torch.testing.assert_close(
+        values[0], torch.tensor(-0.5 * math.log(1 - rho**2), dtype=values.dtype)
+    )
+    assert float(values[1]) == pytest.approx(0.0, abs=1e-12)
+    spec = SiteSpec(context_dim=6, z_dim=5)
+    context = torch.randn(3, 6, generator=torch.Generator().manual_seed(0))
+    head = make_head(spec, prior_mean="identity", outputs="global", mean_field_scale="tied")
+    before = head.diagnostics(context, 300, torch.Generator().manual_seed(1))
+    with torch.no_grad():  # outputs T = A S at the inputs S: a mean warp that mixes coordinates
+        mixing = torch.randn(5, 5, generator=torch.Generator().manual_seed(2))
+        head.global_outputs.copy_(head.inputs @ mixing.T)
+    after = head.diagnostics(context, 300, torch.Generator().manual_seed(1))
+    assert before["total_correlation"] < 0.05 < after["total_correlation"]

@@ -498,7 +498,12 @@ class VGPHead(VariationalHead):
         - `variance_dispersion`: Var_xi[Var(z | xi)] / E_xi[Var(z | xi)]^2, averaged over
           examples and dimensions: how much the spread of z changes with xi (0 for a constant
           spread; the GP variance s(h)^2 v(xi) makes q(z) a scale mixture even when the mean
-          warp is affine).
+          warp is affine);
+        - `total_correlation`: 1/2 (sum log diag(Sigma) - log det Sigma) in nats, averaged over
+          examples, for Sigma = L^T L + diag(E_xi Var(z | xi) + the nonlinear residual), L the
+          affine part of the warp (exact for xi ~ N(0, I), no sampling bias): what correlation
+          between the coordinates of z is worth to the entropy (0 for a mean-field q; a
+          non-diagonal affine warp makes q(z | x) a correlated Gaussian).
         """
         with torch.autocast(device_type=context.device.type, enabled=False):
             context = context[0] if context.dim() == 3 else context
@@ -525,9 +530,15 @@ class VGPHead(VariationalHead):
             design = (
                 torch.cat([torch.ones_like(xi[..., :1]), xi], dim=-1).double().movedim(1, 0)
             )  # [B, N, c + 1]
-            fitted = design @ torch.linalg.lstsq(design, centred).solution  # [B, N, D]
-            nonlinear = (centred - fitted).pow(2).mean(1) / expected_variance
+            coefficients = torch.linalg.lstsq(design, centred).solution  # [B, c + 1, D]
+            fitted = design @ coefficients  # [B, N, D]
+            residual = (centred - fitted).pow(2).mean(1)  # [B, D]
+            nonlinear = residual / expected_variance
             dispersion = variance.var(0) / expected_variance.pow(2)  # [B, D]
+            linear = coefficients[:, 1:, :]  # [B, c, D]: E[z | xi] ~ a + linear^T xi
+            total_correlation = gaussian_total_correlation(
+                linear.transpose(1, 2) @ linear + torch.diag_embed(expected_variance + residual)
+            )  # [B]
             singular = torch.linalg.svdvals(centred)  # [B, min(N, D)]
             rank = (singular > 1e-3 * singular[:, :1]).sum(-1).double()
         return {
@@ -535,7 +546,15 @@ class VGPHead(VariationalHead):
             "nonlinear_warp_share": float(nonlinear.mean()),
             "warp_rank": float(rank.mean()),
             "variance_dispersion": float(dispersion.mean()),
+            "total_correlation": float(total_correlation.mean()),
         }
+
+
+def gaussian_total_correlation(covariance: Tensor) -> Tensor:
+    """1/2 (sum_i log Sigma_ii - log det Sigma) of covariances `[B, D, D]`, `[B]`: the KL from
+    a Gaussian to the product of its marginals (0 exactly when Sigma is diagonal)."""
+    log_diagonal = covariance.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+    return 0.5 * (log_diagonal - torch.linalg.slogdet(covariance).logabsdet)
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
