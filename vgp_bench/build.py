@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 from hydra.utils import get_class
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from vgp_bench.data.base import DatasetBundle
@@ -59,6 +59,25 @@ def build_components(
     optimizer = build(cfg.optim.optimizer, params=parameters, **multi_tensor_update(cfg))
     schedule = StepSizeSchedule(optimizer, build(cfg.optim.schedule))
     return Components(data.to(device), model, heads, optimizer, schedule, device)
+
+
+def checkpoint_config(
+    checkpoint: dict, device_name: str = "auto", data_dir: str | None = None
+) -> DictConfig:
+    """The resolved config a checkpoint was trained with, on `device_name` and `data_dir`."""
+    cfg = OmegaConf.create(checkpoint["config"])
+    cfg.device = device_name
+    if data_dir is not None:
+        cfg.data_dir = data_dir
+    return cfg
+
+
+def components_from_checkpoint(cfg: DictConfig, checkpoint: dict) -> Components:
+    """The run's components built from `cfg`, with the checkpoint's model and heads."""
+    parts = build_components(cfg)
+    parts.model.load_state_dict(checkpoint["model"])
+    parts.heads.load_state_dict(checkpoint["heads"])
+    return parts
 
 
 def multi_tensor_update(cfg: DictConfig) -> dict[str, bool]:

@@ -69,11 +69,12 @@ def load_initial_model(parts: Components, cfg: DictConfig) -> Path | None:
     if not source:
         return None
     path = Path(str(source)).expanduser().resolve()
-    if not path.is_file():
+    try:
+        checkpoint = load_checkpoint(path)
+    except FileNotFoundError as error:
         raise ConfigError(
             f"trainer.init_model={path} not found; give the path of a run's checkpoints/best.pt"
-        )
-    checkpoint = load_checkpoint(path)
+        ) from error
     saved_model = checkpoint.get("config", {}).get("model")
     current_model = OmegaConf.to_container(cfg.model, resolve=True)
     if saved_model != current_model or "model" not in checkpoint:

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from vgp_bench.build import Components, build_components
+from vgp_bench.build import Components, checkpoint_config, components_from_checkpoint
 from vgp_bench.checkpoint import load_checkpoint
 from vgp_bench.data.base import ImageSplit
 from vgp_bench.data.store import atomic_file
@@ -237,16 +237,11 @@ def evaluate_checkpoint(
     check_eval_settings(OmegaConf.create({"eval": eval_cfg}))
     path = Path(checkpoint_path)
     checkpoint = load_checkpoint(path)
-    cfg = OmegaConf.create(checkpoint["config"])
-    cfg.device = device_name
-    if data_dir is not None:
-        cfg.data_dir = data_dir
+    cfg = checkpoint_config(checkpoint, device_name, data_dir)
     cfg.eval = OmegaConf.merge(cfg.eval, eval_cfg)
     run_dir = run_folder_of(path)
     refuse_if_locked(run_dir)
-    parts = build_components(cfg)
-    parts.model.load_state_dict(checkpoint["model"])
-    parts.heads.load_state_dict(checkpoint["heads"])
+    parts = components_from_checkpoint(cfg, checkpoint)
     step = int(checkpoint.get("state", {}).get("step", -1))
     writable = os.access(run_dir, os.W_OK)
     claim = claimed(run_dir, "vgp-eval", log_name="eval.log") if writable else nullcontext(None)

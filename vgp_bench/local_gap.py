@@ -23,11 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import OmegaConf
 from torch import Tensor
 
 from vgp_bench.blackbox import black_box_options, families, fit
-from vgp_bench.build import build_components
+from vgp_bench.build import checkpoint_config, components_from_checkpoint
 from vgp_bench.checkpoint import load_checkpoint
 from vgp_bench.data.store import atomic_write
 from vgp_bench.evaluate import estimate_split
@@ -89,8 +88,7 @@ def fitted_estimate(
     is_samples: int,
 ) -> Estimate:
     """Fit `family` to one image's posterior; its bound and IS estimate of log p(x)."""
-    options = black_box_options(family)
-    fitted = fit(log_density, dim, family=family, steps=steps, seed=seed, **options)
+    fitted = fit(log_density, dim, family=family, steps=steps, seed=seed)  # configs/fit.yaml's
     log_likelihood, pareto_k = fitted.log_marginal_with_reliability(is_samples, chunk_size=1000)
     return Estimate(
         bound=fitted.elbo(bound_samples, chunk_size=1000),
@@ -115,13 +113,7 @@ def local_gaps(
     if unknown:
         raise ConfigError(f"unknown families {unknown}; choose from {families()}")
     checkpoint = load_checkpoint(checkpoint_path)
-    cfg = OmegaConf.create(checkpoint["config"])
-    cfg.device = "cpu"
-    if data_dir is not None:
-        cfg.data_dir = data_dir
-    parts = build_components(cfg)
-    parts.model.load_state_dict(checkpoint["model"])
-    parts.heads.load_state_dict(checkpoint["heads"])
+    parts = components_from_checkpoint(checkpoint_config(checkpoint, "cpu", data_dir), checkpoint)
     parts.model.requires_grad_(False)
     split = parts.data.test.subset(images)
     amortized = estimate_split(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
@@ -10,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from vgp_bench.divergence import is_finite_number
+from vgp_bench.metrics import read_record
 from vgp_bench.plots import line_plot
 from vgp_bench.report.rows import (
     Setting,
@@ -30,7 +30,7 @@ def validation_curves(folders: Sequence[Path]) -> dict[str, list[tuple[float, fl
     histories: dict[Setting, list[list[tuple[int, float]]]] = defaultdict(list)
     for folder in folders:
         try:
-            metrics = json.loads((folder / "metrics.json").read_text())
+            metrics = read_record(folder / "metrics.json").data
             config = read_config(folder)
         except (OSError, ValueError):
             continue
