@@ -6,6 +6,7 @@ import json
 import math
 import os
 import pickle
+import shutil
 import signal
 import socket
 import stat
@@ -24,10 +25,12 @@ from vgp_bench.blackbox_cli import run as fit_run
 from vgp_bench.checkpoint import load_checkpoint, save_checkpoint, write_json
 from vgp_bench.data.store import atomic_file
 from vgp_bench.divergence import divergence
+from vgp_bench.eval_journal import EvaluationJournal
 from vgp_bench.evaluate import evaluate_checkpoint
 from vgp_bench.gp.cholesky import cholesky_with_jitter
 from vgp_bench.run_folder import RunFolderError, acquire_lock, refuse_if_locked
 from vgp_bench.runtime import ConfigError
+from vgp_bench.signals import EvaluationInterrupted
 from vgp_bench.train import NonFiniteTrainingError, Trainer, build_components, train
 
 
@@ -494,6 +497,51 @@ def test_vgp_eval_adds_evaluations_and_the_report_uses_the_most_precise(
         )
         == recorded
     )
+
+
+def test_a_stopped_vgp_eval_resumes_after_its_finished_batches_with_the_same_numbers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    train(compose_config([*QUICK, "trainer.max_steps=4"]), tmp_path / "straight")
+    shutil.copytree(tmp_path / "straight", tmp_path / "stopped")
+    settings = OmegaConf.create({"is_samples": 8, "batch_size": 4, "chunk_size": 3})
+
+    def evaluate(folder: str, **changes: object) -> dict:
+        checkpoint = str(tmp_path / folder / "checkpoints" / "last.pt")
+        return evaluate_checkpoint(checkpoint, OmegaConf.merge(settings, changes), "cpu")
+
+    straight = evaluate("straight")
+    journal = tmp_path / "stopped" / "test_partial_k8.pt"
+    real_record = EvaluationJournal.record
+    recorded = {"count": 0}
+
+    def record_then_stop(self, batches_done, estimates, generator) -> None:
+        real_record(self, batches_done, estimates, generator)
+        recorded["count"] += 1
+        if recorded["count"] == 2:  # a signal after the second of four batches
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(EvaluationJournal, "record", record_then_stop)
+    with pytest.raises(EvaluationInterrupted):
+        evaluate("stopped")
+    assert journal.exists() and "evaluations" not in metrics_of(tmp_path / "stopped")
+    assert "run the same command again to resume" in (tmp_path / "stopped" / "eval.log").read_text()
+    monkeypatch.undo()
+    resumed = evaluate("stopped")
+    log = (tmp_path / "stopped" / "eval.log").read_text()
+    assert "resumed from test_partial_k8.pt: 2 batches (8 examples) done" in log
+    for key in ("nll", "bound_nll", "bound_gap", "pareto_k_mean", "n_examples"):
+        assert resumed[key] == straight[key], key
+    assert not journal.exists()  # recorded in metrics.json, the journal is gone
+
+    # a journal of another evaluation (other seed) or a torn one is ignored, not trusted
+    torch.save({"format": 1, "fingerprint": {"seed": 5}, "batches_done": 3}, journal)
+    assert evaluate("stopped")["nll"] == straight["nll"]
+    journal.write_bytes(b"half a journal")
+    assert evaluate("stopped")["nll"] == straight["nll"]
+    log = (tmp_path / "stopped" / "eval.log").read_text()
+    assert "belongs to another evaluation" in log and "unreadable evaluation journal" in log
+    assert not journal.exists()
 
 
 def test_a_run_older_than_a_config_key_resumes_when_the_key_keeps_the_old_behaviour(

@@ -26,6 +26,7 @@ from vgp_bench.data.store import atomic_file
 from vgp_bench.diagnostics import auxiliary_gap
 from vgp_bench.distributed import DistributedContext
 from vgp_bench.estimators import chunked_estimate
+from vgp_bench.eval_journal import EvaluationJournal, file_sha256, journal_path
 from vgp_bench.failures import USER_ERRORS, log_failure, print_error
 from vgp_bench.metrics import Evaluation, read_record, write_record
 from vgp_bench.models.base import LatentVariableModel
@@ -102,15 +103,23 @@ def estimate_split(
     device: torch.device,
     progress: bool = False,
     description: str = "evaluate",
+    journal: EvaluationJournal | None = None,
 ) -> SplitEstimate:
-    """IS log-likelihood (logsumexp(log w) - log K) and bound per example, K in chunks."""
+    """IS log-likelihood (logsumexp(log w) - log K) and bound per example, K in chunks.
+
+    With a `journal`, the finished batches are kept after each one and a rerun resumes
+    after them, with the numbers an uninterrupted evaluation gives.
+    """
     was_training = model.training
     model.eval()
     heads.eval()
-    log_likelihoods, bounds, pareto_ks = [], [], []
-    batches = split.batches(batch_size, generator=generator)
+    start, estimates = 0, {"log_likelihood": [], "bound": [], "pareto_k": []}
+    if journal is not None:
+        start, estimates = journal.restore(generator)
+    batches = split.batches(batch_size, start=start, generator=generator)
     bar = tqdm(
         batches,
+        initial=start,
         total=split.batch_count(batch_size),
         desc=description,
         disable=not progress,
@@ -118,21 +127,26 @@ def estimate_split(
         dynamic_ncols=True,
         unit="batch",
     )
-    for x in bar:
+    for batch_index, x in enumerate(bar, start=start):
         x = x.to(device, non_blocking=True)
         estimate = chunked_estimate(
             lambda count, x=x: model(x, heads, count, generator).log_weights,
             n_samples=is_samples,
             chunk_size=chunk_size,
         )
-        log_likelihoods.append(estimate.log_likelihood.cpu())
-        bounds.append(estimate.bound.cpu())
         assert estimate.pareto_k is not None
-        pareto_ks.append(estimate.pareto_k.cpu())
+        estimates["log_likelihood"].append(estimate.log_likelihood.cpu())
+        estimates["bound"].append(estimate.bound.cpu())
+        estimates["pareto_k"].append(estimate.pareto_k.cpu())
+        if journal is not None:
+            journal.record(batch_index + 1, estimates, generator)
     model.train(was_training)
     heads.train(was_training)
     return SplitEstimate(
-        torch.cat(log_likelihoods), torch.cat(bounds), is_samples, torch.cat(pareto_ks)
+        torch.cat(estimates["log_likelihood"]),
+        torch.cat(estimates["bound"]),
+        is_samples,
+        torch.cat(estimates["pareto_k"]),
     )
 
 
@@ -146,11 +160,13 @@ def evaluate_components(
     split_name: str | None = None,
     subset: int | None = None,
     with_diagnostics: bool = False,
+    journal: EvaluationJournal | None = None,
 ) -> dict[str, Any]:
     """IS log-likelihood and bound on a split, sharded over ranks; per-example file when asked.
 
     Returns an Evaluation's object. `with_diagnostics` (final evaluations) adds the VGP's
-    auxiliary gap on the first `eval.aux_gap_examples` examples.
+    auxiliary gap on the first `eval.aux_gap_examples` examples. A `journal` (this rank's)
+    keeps the finished batches, and the evaluation resumes after them.
     """
     split_name = split_name or str(eval_cfg.split)
     split: ImageSplit | None = getattr(parts.data, split_name, None)
@@ -171,6 +187,7 @@ def evaluate_components(
         parts.device,
         progress=progress and context.is_main,
         description=f"IS x{is_samples}",
+        journal=journal,
     )
     if context.enabled:  # put every rank's examples back in split order
         pieces = context.gather_objects(
@@ -250,6 +267,9 @@ def evaluate_checkpoint(
         if writable:
             clear_orphans(run_dir, log)
         log.info("evaluating %s (step %d): %s", path, step, OmegaConf.to_container(cfg.eval))
+        journal = None
+        if writable:
+            journal = evaluation_journal(path, run_dir, cfg.eval, parts.device, log)
         try:
             with interruptible(request):
                 summary = evaluate_components(
@@ -260,9 +280,17 @@ def evaluate_checkpoint(
                     progress=True,
                     run_dir=run_dir if writable else None,
                     with_diagnostics=True,
+                    journal=journal,
                 )
         except EvaluationInterrupted:
-            log.info("interrupted; nothing was recorded")
+            if journal is not None and journal.path.exists():
+                log.info(
+                    "interrupted; the finished batches are kept in %s: "
+                    "run the same command again to resume",
+                    journal.path.name,
+                )
+            else:
+                log.info("interrupted; nothing was recorded")
             raise
         except BaseException as error:
             log_failure(log, error, isinstance(error, USER_ERRORS))
@@ -282,8 +310,34 @@ def evaluate_checkpoint(
             evaluation.run_steps = record.steps
             record.add_evaluation(evaluation)
             write_record(record, metrics_path)
+        if journal is not None:
+            journal.discard()
         log.info("result: %s", evaluation.to_json())
     return evaluation.to_json()
+
+
+def evaluation_journal(
+    checkpoint: Path,
+    run_dir: Path,
+    eval_cfg: DictConfig,
+    device: torch.device,
+    log: logging.Logger,
+) -> EvaluationJournal:
+    """The journal of this evaluation: resumable only by the same checkpoint bytes and settings."""
+    fingerprint = {
+        "checkpoint_sha256": file_sha256(checkpoint),
+        "split": str(eval_cfg.split),
+        "subset": None if not eval_cfg.subset else int(eval_cfg.subset),
+        "is_samples": int(eval_cfg.is_samples),
+        "chunk_size": int(eval_cfg.chunk_size),
+        "batch_size": int(eval_cfg.batch_size),
+        "seed": int(eval_cfg.seed),
+        "device": device.type,  # CPU and CUDA draw different numbers from one seed
+        "rank": 0,
+        "world_size": 1,
+    }
+    path = journal_path(run_dir, str(eval_cfg.split), int(eval_cfg.is_samples))
+    return EvaluationJournal(path, fingerprint, log)
 
 
 def format_summary(summary: dict[str, Any], label: str = "test") -> str:
