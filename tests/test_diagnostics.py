@@ -31,7 +31,7 @@ def test_a_vgp_run_records_warp_statistics_gap_and_reliability(tmp_path: Path) -
     for entry in metrics["history"]:
         assert entry["z/warp_rank"] == 3  # identity prior mean: every direction
         assert entry["z/warp_share"] > 0 and entry["z/nonlinear_warp_share"] >= 0
-        assert entry["z/variance_dispersion"] >= 0
+        assert entry["z/variance_dispersion"] >= 0 and entry["z/total_correlation"] >= 0
     test = metrics["test"]
     assert test["aux_gap_examples"] == 6 and test["aux_gap_samples"] == 16
     # K auxiliary samples tighten the bound in expectation; Monte Carlo noise stays small here
@@ -53,7 +53,7 @@ def test_the_report_shows_where_the_bound_goes(
     vgp_row = next(line for line in gaps.splitlines() if "VGP" in line)
     vae_row = next(line for line in gaps.splitlines() if "VAE" in line)
     assert "identity mean" in vgp_row and vgp_row.count("—") == 0  # every column measured
-    assert vae_row.count("—") == 5  # no auxiliary model, no warp
+    assert vae_row.count("—") == 6  # no auxiliary model, no warp
     assert report_main([str(tmp_path), "--format", "csv"]) == 0
     assert "gaps:synthetic" in capsys.readouterr().out
     curves = tmp_path / "curves.png"

@@ -59,6 +59,11 @@ GAP_COLUMNS: tuple[tuple[str, str, Callable[[Run], Any]], ...] = (
         "variance_dispersion",
         lambda run: last_epoch_value(run, "z/variance_dispersion"),
     ),
+    (
+        "total correlation",
+        "total_correlation",
+        lambda run: last_epoch_value(run, "z/total_correlation"),
+    ),
     ("k̂ > 0.7", "pareto_k_above_0_7", lambda run: run.test.pareto_k_above_0_7),
     ("mean k̂", "pareto_k_mean", lambda run: run.test.pareto_k_mean),
 )
@@ -86,7 +91,7 @@ def gap_table(dataset: str, groups: dict[Setting, list[Run]]) -> Table | None:
                 row.cells.append(f"{100 * value.mean:.1f}%")
             elif key == "warp_rank":
                 row.cells.append(f"{value.mean:.0f}")
-            elif key.endswith(("share", "dispersion")):
+            elif key.endswith(("share", "dispersion", "correlation")):
                 row.cells.append(f"{value.mean:.3g}")
             else:
                 row.cells.append(format_estimate(value))
@@ -119,7 +124,10 @@ def gap_table(dataset: str, groups: dict[Setting, list[Run]]) -> Table | None:
         "mean-field Gaussian in disguise); nonlinear share: the same for the part no affine "
         "map of xi explains (an affine warp is itself mean-field); warp rank: the directions "
         "E[z | xi] moves in; variance dispersion: Var_xi Var(z | xi) / (E_xi Var(z | xi))^2, how "
-        "much the spread of z changes with xi (a scale mixture even under an affine warp).",
+        "much the spread of z changes with xi (a scale mixture even under an affine warp); "
+        "total correlation: what dependence between the coordinates of z is worth to the "
+        "entropy, in nats, from the warp's affine part (0: q(z | x) factorizes; runs older "
+        "than the statistic show —).",
         "k̂ > 0.7: share of test images whose importance weights have a PSIS Pareto k-hat above "
         "0.7 (nearly infinite variance: their IS estimate is unreliable at this S); mean k̂ "
         "over images (Vehtari et al.; Yao et al. 2018).",
