@@ -127,6 +127,7 @@ train_one() {  # name|overrides
     >"$folder/stdout.log" 2>&1 || echo "study: $name stopped (see $folder/stdout.log)"
 }
 eval_one() {  # name|overrides: the test set, once, on the checkpoint chosen by validation
+  # (a stopped evaluation resumes after its last finished batch: vgp-eval's journal)
   local name=${1%%|*} folder="$study_dir/${1%%|*}"
   [[ -f $folder/metrics.json ]] || return 0
   if ! grep -q '"status": "finished"' "$folder/metrics.json"; then
@@ -138,7 +139,7 @@ eval_one() {  # name|overrides: the test set, once, on the checkpoint chosen by 
   echo "study: evaluating $name"
   run_tool vgp-eval vgp_bench.evaluate "checkpoint=$folder/checkpoints/best.pt" \
     eval.is_samples=5000 eval.subset=null "data_dir=$data_dir" \
-    >"$folder/eval.log" 2>&1 || echo "study: evaluating $name failed (see $folder/eval.log)"
+    >>"$folder/eval.log" 2>&1 || echo "study: evaluating $name stopped (see $folder/eval.log)"
 }
 # collect_and_report PREFIX RESULTS [EXCLUDED...]: the runs named PREFIX* but not EXCLUDED*
 # (metrics.json and config, never checkpoints), their table (md, csv) and validation curves
