@@ -510,38 +510,69 @@ def test_a_stopped_vgp_eval_resumes_after_its_finished_batches_with_the_same_num
         checkpoint = str(tmp_path / folder / "checkpoints" / "last.pt")
         return evaluate_checkpoint(checkpoint, OmegaConf.merge(settings, changes), "cpu")
 
+    def journals() -> list[Path]:
+        return sorted((tmp_path / "stopped").glob("test_partial_k*.pt"))
+
     straight = evaluate("straight")
-    journal = tmp_path / "stopped" / "test_partial_k8.pt"
     real_record = EvaluationJournal.record
-    recorded = {"count": 0}
 
-    def record_then_stop(self, batches_done, estimates, generator) -> None:
-        real_record(self, batches_done, estimates, generator)
-        recorded["count"] += 1
-        if recorded["count"] == 2:  # a signal after the second of four batches
-            os.kill(os.getpid(), signal.SIGTERM)
+    def stop_after(batches: int, changes: dict[str, object]) -> None:
+        def record_then_stop(
+            self: EvaluationJournal,
+            batches_done: int,
+            estimates: dict[str, list[torch.Tensor]],
+            generator: torch.Generator,
+        ) -> None:
+            real_record(self, batches_done, estimates, generator)
+            if batches_done == batches:  # a signal after this batch of four
+                os.kill(os.getpid(), signal.SIGTERM)
 
-    monkeypatch.setattr(EvaluationJournal, "record", record_then_stop)
-    with pytest.raises(EvaluationInterrupted):
-        evaluate("stopped")
-    assert journal.exists() and "evaluations" not in metrics_of(tmp_path / "stopped")
+        monkeypatch.setattr(EvaluationJournal, "record", record_then_stop)
+        with pytest.raises(EvaluationInterrupted):
+            evaluate("stopped", **changes)
+        monkeypatch.undo()
+
+    stop_after(2, {})
+    stop_after(1, {"seed": 5})  # another evaluation keeps its own journal beside it
+    assert len(journals()) == 2 and "evaluations" not in metrics_of(tmp_path / "stopped")
     assert "run the same command again to resume" in (tmp_path / "stopped" / "eval.log").read_text()
-    monkeypatch.undo()
     resumed = evaluate("stopped")
     log = (tmp_path / "stopped" / "eval.log").read_text()
-    assert "resumed from test_partial_k8.pt: 2 batches (8 examples) done" in log
+    assert "batches (8 examples) done" in log  # two batches of four
     for key in ("nll", "bound_nll", "bound_gap", "pareto_k_mean", "n_examples"):
         assert resumed[key] == straight[key], key
-    assert not journal.exists()  # recorded in metrics.json, the journal is gone
+    assert len(journals()) == 1  # recorded in metrics.json, its journal is gone; seed 5 stays
+    assert evaluate("stopped", seed=5)["nll"] == evaluate("straight", seed=5)["nll"]
+    assert not journals()
 
-    # a journal of another evaluation (other seed) or a torn one is ignored, not trusted
-    torch.save({"format": 1, "fingerprint": {"seed": 5}, "batches_done": 3}, journal)
+    # a journal that does not check out (torn, or contents that do not fit) is ignored
+    stop_after(2, {})
+    (journal,) = journals()
+    saved = torch.load(journal, weights_only=True)
+    torch.save({**saved, "batches_done": 9}, journal)  # more batches than the split has
     assert evaluate("stopped")["nll"] == straight["nll"]
+    stop_after(2, {})
     journal.write_bytes(b"half a journal")
     assert evaluate("stopped")["nll"] == straight["nll"]
     log = (tmp_path / "stopped" / "eval.log").read_text()
-    assert "belongs to another evaluation" in log and "unreadable evaluation journal" in log
-    assert not journal.exists()
+    assert "does not fit 16 examples" in log and "unreadable" in log
+    assert not journals()
+
+
+def test_a_failed_journal_write_does_not_stop_the_evaluation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    train(compose_config(QUICK), tmp_path)
+    checkpoint = str(tmp_path / "checkpoints" / "last.pt")
+    settings = OmegaConf.create({"is_samples": 4, "batch_size": 8})
+    expected = evaluate_checkpoint(checkpoint, settings, "cpu")
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("vgp_bench.eval_journal.torch.save", full_disk)
+    assert evaluate_checkpoint(checkpoint, settings, "cpu")["nll"] == expected["nll"]
+    assert "could not write the evaluation journal" in (tmp_path / "eval.log").read_text()
 
 
 def test_a_run_older_than_a_config_key_resumes_when_the_key_keeps_the_old_behaviour(

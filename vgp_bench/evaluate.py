@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -26,12 +27,12 @@ from vgp_bench.data.store import atomic_file
 from vgp_bench.diagnostics import auxiliary_gap
 from vgp_bench.distributed import DistributedContext
 from vgp_bench.estimators import chunked_estimate
-from vgp_bench.eval_journal import EvaluationJournal, file_sha256, journal_path
+from vgp_bench.eval_journal import EvaluationJournal, file_sha256
 from vgp_bench.failures import USER_ERRORS, log_failure, print_error
 from vgp_bench.metrics import Evaluation, read_record, write_record
 from vgp_bench.models.base import LatentVariableModel
 from vgp_bench.run_folder import claimed, clear_orphans, refuse_if_locked
-from vgp_bench.runtime import CONFIG_DIR, ConfigError, make_generator
+from vgp_bench.runtime import CONFIG_DIR, ConfigError, code_version, make_generator
 from vgp_bench.settings import check_eval_settings
 from vgp_bench.signals import EvaluationInterrupted, interruptible, stop_signals
 
@@ -113,9 +114,10 @@ def estimate_split(
     was_training = model.training
     model.eval()
     heads.eval()
-    start, estimates = 0, {"log_likelihood": [], "bound": [], "pareto_k": []}
+    start = 0
+    estimates: dict[str, list[Tensor]] = {"log_likelihood": [], "bound": [], "pareto_k": []}
     if journal is not None:
-        start, estimates = journal.restore(generator)
+        start, estimates = journal.restore(generator, len(split), batch_size)
     batches = split.batches(batch_size, start=start, generator=generator)
     bar = tqdm(
         batches,
@@ -253,6 +255,8 @@ def evaluate_checkpoint(
     """
     check_eval_settings(OmegaConf.create({"eval": eval_cfg}))
     path = Path(checkpoint_path)
+    # hashed before loading, so the journal's fingerprint names the weights evaluated
+    checkpoint_sha256 = file_sha256(path) if path.is_file() else ""
     checkpoint = load_checkpoint(path)
     cfg = checkpoint_config(checkpoint, device_name, data_dir)
     cfg.eval = OmegaConf.merge(cfg.eval, eval_cfg)
@@ -269,7 +273,8 @@ def evaluate_checkpoint(
         log.info("evaluating %s (step %d): %s", path, step, OmegaConf.to_container(cfg.eval))
         journal = None
         if writable:
-            journal = evaluation_journal(path, run_dir, cfg.eval, parts.device, log)
+            fingerprint = evaluation_fingerprint(checkpoint_sha256, cfg.eval, parts)
+            journal = EvaluationJournal(run_dir, fingerprint, log, code_version())
         try:
             with interruptible(request):
                 summary = evaluate_components(
@@ -316,28 +321,23 @@ def evaluate_checkpoint(
     return evaluation.to_json()
 
 
-def evaluation_journal(
-    checkpoint: Path,
-    run_dir: Path,
-    eval_cfg: DictConfig,
-    device: torch.device,
-    log: logging.Logger,
-) -> EvaluationJournal:
-    """The journal of this evaluation: resumable only by the same checkpoint bytes and settings."""
-    fingerprint = {
-        "checkpoint_sha256": file_sha256(checkpoint),
+def evaluation_fingerprint(
+    checkpoint_sha256: str, eval_cfg: DictConfig, parts: Components
+) -> dict[str, Any]:
+    """What an evaluation's numbers depend on: a journal resumes only when all of it matches."""
+    dataset = {key: value for key, value in parts.data.info.items() if key != "path"}
+    return {
+        "checkpoint_sha256": checkpoint_sha256,
+        "dataset": json.dumps(dataset, sort_keys=True, default=str),  # source, binarization
         "split": str(eval_cfg.split),
         "subset": None if not eval_cfg.subset else int(eval_cfg.subset),
         "is_samples": int(eval_cfg.is_samples),
         "chunk_size": int(eval_cfg.chunk_size),
         "batch_size": int(eval_cfg.batch_size),
         "seed": int(eval_cfg.seed),
-        "device": device.type,  # CPU and CUDA draw different numbers from one seed
-        "rank": 0,
-        "world_size": 1,
+        "device": parts.device.type,  # CPU and CUDA draw different numbers from one seed
+        "torch": str(torch.__version__),
     }
-    path = journal_path(run_dir, str(eval_cfg.split), int(eval_cfg.is_samples))
-    return EvaluationJournal(path, fingerprint, log)
 
 
 def format_summary(summary: dict[str, Any], label: str = "test") -> str:
@@ -377,7 +377,11 @@ def _hydra_main(cfg: DictConfig) -> None:
             cfg.checkpoint, cfg.eval, device_name=cfg.device, data_dir=cfg.data_dir
         )
     except EvaluationInterrupted as signal_name:
-        print(f"vgp-eval: {signal_name}: stopped; nothing was recorded", file=sys.stderr)
+        print(
+            f"vgp-eval: {signal_name}: stopped; the finished batches are kept in the run "
+            "folder (unless it is read-only): run the same command again to resume",
+            file=sys.stderr,
+        )
         sys.exit(130)
     except Exception as error:
         print_error("vgp-eval", error, expected=isinstance(error, USER_ERRORS))
