@@ -404,6 +404,36 @@ def test_a_signal_during_the_final_evaluation_stops_it_and_a_rerun_redoes_it(
     assert metrics["status"] == "finished" and metrics["test"]["step"] == 8
 
 
+def test_a_stopped_final_evaluation_resumes_after_its_finished_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    common = [*TINY, "eval.batch_size=4", "trainer.image_every=0"]
+    straight = train(compose_config(common), tmp_path / "straight")
+    real_record = EvaluationJournal.record
+
+    def record_then_stop(
+        self: EvaluationJournal,
+        batches_done: int,
+        estimates: dict[str, list[torch.Tensor]],
+        generator: torch.Generator,
+    ) -> None:
+        real_record(self, batches_done, estimates, generator)
+        if batches_done == 3:  # a signal after three of the four test batches
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(EvaluationJournal, "record", record_then_stop)
+    stopped = train(compose_config(common), tmp_path / "stopped")
+    assert stopped["status"] == "interrupted" and "test" not in stopped
+    assert len(list((tmp_path / "stopped").glob("test_partial_k*.pt"))) == 1
+    monkeypatch.undo()
+    resumed = train(compose_config(common), tmp_path / "stopped")
+    assert resumed["status"] == "finished"
+    assert "3 batches (12 examples) done" in (tmp_path / "stopped" / "train.log").read_text()
+    for key in ("nll", "bound_nll", "pareto_k_above_0_7", "n_examples", "step"):
+        assert resumed["test"][key] == straight["test"][key], key
+    assert not list((tmp_path / "stopped").glob("test_partial_k*.pt"))
+
+
 def test_a_signal_during_validation_stops_it_and_the_resume_stays_exact(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -3,7 +3,7 @@
 A full-test-set evaluation at S = 5000 takes about an hour of one CPU core; a session's end or
 a Ctrl-C used to throw all of it away. After each batch the journal holds the per-example
 estimates so far and the generator's state; a rerun of the same evaluation (same checkpoint
-bytes, data, settings and device) continues from the next batch and gives exactly the numbers
+weights, data, settings and device) continues from the next batch and gives exactly the numbers
 a run without the stop gives. Each evaluation has its own file (a hash of its fingerprint in
 the name), so one evaluation never overwrites another's journal; a journal that does not
 check out is set aside, never trusted.
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from vgp_bench.data.store import atomic_file
 
@@ -26,12 +26,14 @@ JOURNAL_FORMAT = 2
 FIELDS = ("log_likelihood", "bound", "pareto_k")  # per-example estimates, [done] each
 
 
-def file_sha256(path: str | Path) -> str:
-    """SHA-256 of a file's bytes, read in blocks."""
+def weights_sha256(modules: dict[str, nn.Module]) -> str:
+    """SHA-256 of modules' state (names, dtypes, shapes and bytes): which weights are evaluated."""
     digest = hashlib.sha256()
-    with Path(path).open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
+    for module_name, module in sorted(modules.items()):
+        for name, tensor in sorted(module.state_dict().items()):
+            flat = tensor.detach().cpu().contiguous().reshape(-1)
+            digest.update(f"{module_name}.{name}:{flat.dtype}:{tuple(tensor.shape)}".encode())
+            digest.update(flat.view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()
 
 

@@ -27,7 +27,7 @@ from vgp_bench.data.store import atomic_file
 from vgp_bench.diagnostics import auxiliary_gap
 from vgp_bench.distributed import DistributedContext
 from vgp_bench.estimators import chunked_estimate
-from vgp_bench.eval_journal import EvaluationJournal, file_sha256
+from vgp_bench.eval_journal import EvaluationJournal, weights_sha256
 from vgp_bench.failures import USER_ERRORS, log_failure, print_error
 from vgp_bench.metrics import Evaluation, read_record, write_record
 from vgp_bench.models.base import LatentVariableModel
@@ -255,8 +255,6 @@ def evaluate_checkpoint(
     """
     check_eval_settings(OmegaConf.create({"eval": eval_cfg}))
     path = Path(checkpoint_path)
-    # hashed before loading, so the journal's fingerprint names the weights evaluated
-    checkpoint_sha256 = file_sha256(path) if path.is_file() else ""
     checkpoint = load_checkpoint(path)
     cfg = checkpoint_config(checkpoint, device_name, data_dir)
     cfg.eval = OmegaConf.merge(cfg.eval, eval_cfg)
@@ -273,8 +271,7 @@ def evaluate_checkpoint(
         log.info("evaluating %s (step %d): %s", path, step, OmegaConf.to_container(cfg.eval))
         journal = None
         if writable:
-            fingerprint = evaluation_fingerprint(checkpoint_sha256, cfg.eval, parts)
-            journal = EvaluationJournal(run_dir, fingerprint, log, code_version())
+            journal = evaluation_journal(parts, cfg.eval, run_dir, log)
         try:
             with interruptible(request):
                 summary = evaluate_components(
@@ -321,13 +318,17 @@ def evaluate_checkpoint(
     return evaluation.to_json()
 
 
-def evaluation_fingerprint(
-    checkpoint_sha256: str, eval_cfg: DictConfig, parts: Components
-) -> dict[str, Any]:
-    """What an evaluation's numbers depend on: a journal resumes only when all of it matches."""
+def evaluation_journal(
+    parts: Components, eval_cfg: DictConfig, run_dir: Path, log: logging.Logger
+) -> EvaluationJournal:
+    """The journal of a final evaluation of `parts` on `eval_cfg`'s split (one process).
+
+    Its fingerprint is what the numbers depend on; a journal resumes only when all of it
+    matches: the weights, the data, the settings, the device and torch.
+    """
     dataset = {key: value for key, value in parts.data.info.items() if key != "path"}
-    return {
-        "checkpoint_sha256": checkpoint_sha256,
+    fingerprint = {
+        "weights_sha256": weights_sha256({"model": parts.model, "heads": parts.heads}),
         "dataset": json.dumps(dataset, sort_keys=True, default=str),  # source, binarization
         "split": str(eval_cfg.split),
         "subset": None if not eval_cfg.subset else int(eval_cfg.subset),
@@ -338,6 +339,7 @@ def evaluation_fingerprint(
         "device": parts.device.type,  # CPU and CUDA draw different numbers from one seed
         "torch": str(torch.__version__),
     }
+    return EvaluationJournal(run_dir, fingerprint, log, code_version())
 
 
 def format_summary(summary: dict[str, Any], label: str = "test") -> str:

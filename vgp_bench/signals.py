@@ -1,6 +1,6 @@
 """Stop signals: SIGINT/SIGTERM ask a run to checkpoint and stop after the current step, and
-abandon an evaluation at once (a rerun redoes it; vgp-eval's resumes after its finished
-batches)."""
+abandon an evaluation at once (a rerun redoes a validation, and resumes a final test
+evaluation after its finished batches)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 
 
 class EvaluationInterrupted(BaseException):
-    """A stop signal during an evaluation: it is abandoned at once; a rerun redoes it (vgp-eval:
-    from its journal's finished batches)."""
+    """A stop signal during an evaluation: it is abandoned at once; a rerun redoes it (a final
+    test evaluation: from its journal's finished batches)."""
 
 
 @dataclass

@@ -24,7 +24,8 @@ from vgp_bench.checkpoint import (
 )
 from vgp_bench.diagnostics import head_diagnostics
 from vgp_bench.distributed import DistributedContext, init_distributed, shutdown_distributed
-from vgp_bench.evaluate import evaluate_components, format_summary
+from vgp_bench.eval_journal import EvaluationJournal
+from vgp_bench.evaluate import evaluate_components, evaluation_journal, format_summary
 from vgp_bench.failures import USER_ERRORS, NonFiniteTrainingError, log_failure, print_error
 from vgp_bench.images import save_run_figures
 from vgp_bench.metrics import EpochEvaluation, EpochRecord, Evaluation, RunRecord
@@ -213,8 +214,14 @@ class Trainer:
             self.log.info(
                 "evaluating on %s, %d samples", self.cfg.eval.split, self.cfg.eval.is_samples
             )
-            summary = final_test(self.parts, self.cfg, self.context, path)
+            journal = None
+            if not self.context.enabled and os.access(path, os.W_OK):
+                journal = evaluation_journal(self.parts, self.cfg.eval, path, self.log)
+            summary = final_test(self.parts, self.cfg, self.context, path, journal)
             self.folder.record.test = Evaluation({**summary, "step": step})
+            if journal is not None:  # the result is in metrics.json before its journal goes
+                self.write_metrics("running")
+                journal.discard()
 
     # -- the run's beginning and end ---------------------------------------------------------
     def start(self, plan: RunPlan) -> None:
@@ -341,13 +348,25 @@ def epoch_test(parts: Components, cfg: DictConfig, context: DistributedContext) 
 
 
 def final_test(
-    parts: Components, cfg: DictConfig, context: DistributedContext, run_dir: Path
+    parts: Components,
+    cfg: DictConfig,
+    context: DistributedContext,
+    run_dir: Path,
+    journal: EvaluationJournal | None = None,
 ) -> dict[str, Any]:
-    """The evaluation at the end of training, with the VGP's auxiliary gap (an Evaluation)."""
+    """The evaluation at the end of training, with the VGP's auxiliary gap (an Evaluation);
+    with a `journal`, a stopped one resumes after its finished batches."""
     progress = bool(cfg.trainer.progress)
     is_samples = int(cfg.eval.is_samples)
     return evaluate_components(
-        parts, cfg.eval, is_samples, context, progress, run_dir, with_diagnostics=True
+        parts,
+        cfg.eval,
+        is_samples,
+        context,
+        progress,
+        run_dir,
+        with_diagnostics=True,
+        journal=journal,
     )
 
 
