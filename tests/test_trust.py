@@ -404,11 +404,8 @@ def test_a_signal_during_the_final_evaluation_stops_it_and_a_rerun_redoes_it(
     assert metrics["status"] == "finished" and metrics["test"]["step"] == 8
 
 
-def test_a_stopped_final_evaluation_resumes_after_its_finished_batches(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    common = [*TINY, "eval.batch_size=4", "trainer.image_every=0"]
-    straight = train(compose_config(common), tmp_path / "straight")
+def signal_after_journal_batch(monkeypatch: pytest.MonkeyPatch, batches: int) -> None:
+    """SIGTERM once an evaluation's journal has recorded `batches` batches."""
     real_record = EvaluationJournal.record
 
     def record_then_stop(
@@ -418,10 +415,18 @@ def test_a_stopped_final_evaluation_resumes_after_its_finished_batches(
         generator: torch.Generator,
     ) -> None:
         real_record(self, batches_done, estimates, generator)
-        if batches_done == 3:  # a signal after three of the four test batches
+        if batches_done == batches:
             os.kill(os.getpid(), signal.SIGTERM)
 
     monkeypatch.setattr(EvaluationJournal, "record", record_then_stop)
+
+
+def test_a_stopped_final_evaluation_resumes_after_its_finished_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    common = [*TINY, "eval.batch_size=4", "trainer.image_every=0"]
+    straight = train(compose_config(common), tmp_path / "straight")
+    signal_after_journal_batch(monkeypatch, 3)  # of the four test batches
     stopped = train(compose_config(common), tmp_path / "stopped")
     assert stopped["status"] == "interrupted" and "test" not in stopped
     assert len(list((tmp_path / "stopped").glob("test_partial_k*.pt"))) == 1
@@ -544,20 +549,9 @@ def test_a_stopped_vgp_eval_resumes_after_its_finished_batches_with_the_same_num
         return sorted((tmp_path / "stopped").glob("test_partial_k*.pt"))
 
     straight = evaluate("straight")
-    real_record = EvaluationJournal.record
 
     def stop_after(batches: int, changes: dict[str, object]) -> None:
-        def record_then_stop(
-            self: EvaluationJournal,
-            batches_done: int,
-            estimates: dict[str, list[torch.Tensor]],
-            generator: torch.Generator,
-        ) -> None:
-            real_record(self, batches_done, estimates, generator)
-            if batches_done == batches:  # a signal after this batch of four
-                os.kill(os.getpid(), signal.SIGTERM)
-
-        monkeypatch.setattr(EvaluationJournal, "record", record_then_stop)
+        signal_after_journal_batch(monkeypatch, batches)  # of four
         with pytest.raises(EvaluationInterrupted):
             evaluate("stopped", **changes)
         monkeypatch.undo()
