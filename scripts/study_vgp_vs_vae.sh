@@ -22,7 +22,7 @@
 #                                         # alone to each of the first LOCAL_IMAGES (10) test
 #                                         # images' posteriors; results/local_gap/
 #
-# JOBS (default 2) single-thread jobs run at once (OMP_NUM_THREADS=1), each in its own run
+# JOBS (default 2) jobs of THREADS (default 1) threads each run at once, each in its own run
 # folder under STUDY_DIR (default outputs/studies/vgp_vs_vae); a job cut off by the end of a
 # session resumes from its last checkpoint when the script is run again. RUNS=regex keeps the
 # runs whose name matches. The test split is read by the eval stage only (families: by each
@@ -35,7 +35,8 @@ results_dir=${RESULTS_DIR:-results/vgp_vs_vae}
 epochs=${EPOCHS:-100}
 jobs=${JOBS:-2}
 data_dir=${DATA_DIR:-data}
-export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+threads=${THREADS:-1}  # keep JOBS x THREADS <= the cores: oversubscribed threads crawl
+export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
 
 # The project's best VGP configuration, chosen by the pilots below on the validation bound at
 # epoch 10 (seed 0): the identity prior mean with sigma tied to the warp's scale and one set of
