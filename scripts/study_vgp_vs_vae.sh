@@ -71,6 +71,9 @@ runs() {
   done
   echo "dlgm2_vgp_paper_s0|experiment=table1_dlgm2_vgp seed=0"
   echo "$dlgm2_seed1"
+  # the dlgm2 control with r fixed at the linear warp's exact inverse: its q, bound and gradient
+  # are then the VAE's; does learning r (not the family) make the control train faster?
+  echo "dlgm2_vgp_linear_fixed_r_s0|experiment=table1_dlgm2_vgp $best inference.warp=linear inference.aux_correction=none seed=0"
   # the other inference rows of Table 1 under the same protocol (issue 12)
   for seed in 0 1 2; do
     echo "dlgm1_nf_s$seed|experiment=table1_dlgm1_nf seed=$seed"

@@ -87,6 +87,42 @@ def test_linear_warp_control_is_the_gaussian_whatever_the_gp():
     assert label == "no GP (linear warp), identity mean, sigma=0.1 s"
 
 
+def test_a_fixed_r_makes_the_control_the_vae_in_value_and_gradient():
+    """aux_correction=none: r(xi | x, z) is the linear warp's exact inverse whatever r's network
+    holds, so the control's log q~ is the Gaussian's log density and its reparameterized
+    derivative at fixed noise is -d log scale, as the VAE's; r's network gets no gradient."""
+    spec = SiteSpec(context_dim=6, z_dim=5)
+    options = {"prior_mean": "identity", "outputs": "global", "mean_field_scale": "tied"}
+    fixed = make_head(spec, warp="linear", aux_correction="none", **options).double()
+    learned = make_head(spec, warp="linear", **options).double()
+    for head in (fixed, learned):  # a correction far from zero
+        with torch.no_grad():
+            for parameter in head.auxiliary.parameters():
+                parameter.normal_(generator=torch.Generator().manual_seed(4))
+    context = torch.randn(7, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    site = fixed(context, 40, torch.Generator().manual_seed(1))  # [S, B]
+    data = fixed.prepare(context)
+    scale = (data.warp_scale.pow(2) + data.scale.pow(2)).sqrt()  # [B, D]
+    torch.testing.assert_close(site.log_q, normal_log_prob(site.z, data.location, scale))
+    site.log_q.sum().backward()
+    noise_free = -40 * fixed.prepare(context).warp_scale.log().sum()  # S x -sum log s(h)
+    expected = torch.autograd.grad(noise_free, fixed.warp_scale_net.bias)[0]
+    torch.testing.assert_close(fixed.warp_scale_net.bias.grad, expected)
+    assert fixed.location_net.bias.grad.abs().max() < 1e-9  # no noise-dependent part
+    assert all(parameter.grad is None for parameter in fixed.auxiliary.parameters())
+    with torch.no_grad():
+        other = learned(context, 40, torch.Generator().manual_seed(1))
+    assert (other.log_q - normal_log_prob(other.z, data.location, scale)).abs().max() > 0.1
+    with pytest.raises(ValueError, match=r"inference\.aux_correction"):
+        make_head(spec, aux_correction="none")  # zero prior mean: no inverse to fix r at
+    with pytest.raises(ValueError, match=r"inference\.aux_correction"):
+        make_head(spec, aux_correction="exact", **options)
+    label = family_structure(
+        {"outputs": "global", "prior_mean": "identity", "warp": "linear", "aux_correction": "none"}
+    )
+    assert label == "no GP (linear warp), identity mean, r fixed"
+
+
 def test_warp_statistics_see_a_rank_limited_mapping():
     """shared_basis under the zero prior mean warps in at most r + 1 directions; dense in d."""
     spec = SiteSpec(context_dim=6, z_dim=12)

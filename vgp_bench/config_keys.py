@@ -41,6 +41,7 @@ NEWER_KEYS: dict[str, Any] = {
     "inference.prior_mean": "zero",
     "inference.paper_auxiliary": "factorized",
     "inference.warp": "gp",
+    "inference.aux_correction": "learned",
     "inference.noise_ratio": ANY,  # read only by mean_field_scale=tied, newer itself
     "inference.init_noise_scale": ANY,  # read only by prior_mean=identity
     "trainer.init_model": None,

@@ -276,6 +276,8 @@ def family_structure(inference: Any) -> str | None:
         words = ["no GP (linear warp)", f"{inference.get('prior_mean')} mean"]
         if inference.get("mean_field_scale") == "tied":
             words.append(f"sigma={inference.get('noise_ratio')} s")
+        if inference.get("aux_correction") == "none":
+            words.append("r fixed")
         return ", ".join(words)
     words = [f"{outputs} T"]
     if outputs in ("low_rank", "shared_basis"):
@@ -286,4 +288,6 @@ def family_structure(inference: Any) -> str | None:
     words.append(f"m={inference.get('variational_data_size')}")
     if inference.get("objective") == "paper":
         words.append(f"r {inference.get('paper_auxiliary') or 'factorized'}")
+    if inference.get("aux_correction") == "none":
+        words.append("r fixed")
     return ", ".join(words)

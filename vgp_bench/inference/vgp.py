@@ -50,6 +50,7 @@ SCALE_MODES = ("context", "gp", "tied")
 PRIOR_MEANS = ("zero", "identity")
 PAPER_AUXILIARIES = ("factorized", "conditional")
 WARPS = ("gp", "linear")
+AUX_CORRECTIONS = ("learned", "none")
 
 
 class VGPHead(VariationalHead):
@@ -86,6 +87,9 @@ class VGPHead(VariationalHead):
       mean only): E[f | xi] = m(h) + s(h) xi and Var[f | xi] = 0, so q(z | x) is the Gaussian
       N(m(h), s(h)^2 + sigma(h)^2) drawn, weighted and bounded exactly as the VGP is. What the
       VGP gains over it is what the GP adds; what it gains over the VAE is parametrization.
+    - `aux_correction`: under the identity prior mean r(xi | x, z) is the exact inverse of the
+      warp's linear part times a `learned` correction (its network), or that inverse alone
+      (`none`): a diagnostic that separates what learning r does to training from the family.
 
     Zero prior mean: all t_n start near one linear function of the features (spread
     `init_output_spread`), S ~ N(0, I), omega = 1/c: z is then close to a mean-field Gaussian
@@ -107,6 +111,7 @@ class VGPHead(VariationalHead):
         prior_mean: str = "zero",
         paper_auxiliary: str = "factorized",
         warp: str = "gp",
+        aux_correction: str = "learned",
         hidden_dims: Sequence[int] = (),
         aux_hidden_dims: Sequence[int] = (256,),
         activation: str = "tanh",
@@ -127,6 +132,12 @@ class VGPHead(VariationalHead):
         _check_choice("inference.prior_mean", prior_mean, PRIOR_MEANS)
         _check_choice("inference.paper_auxiliary", paper_auxiliary, PAPER_AUXILIARIES)
         _check_choice("inference.warp", warp, WARPS)
+        _check_choice("inference.aux_correction", aux_correction, AUX_CORRECTIONS)
+        if aux_correction == "none" and (prior_mean != "identity" or mean_field_scale == "gp"):
+            raise ValueError(
+                "inference.aux_correction=none (r fixed at the inverse of the linear warp) needs "
+                "prior_mean=identity and mean_field_scale=context or tied; use learned"
+            )
         if warp == "linear" and prior_mean != "identity":
             raise ValueError(
                 "inference.warp=linear (the GP taken out) needs prior_mean=identity: under the "
@@ -172,6 +183,7 @@ class VGPHead(VariationalHead):
         self.noise_ratio = float(noise_ratio) if mean_field_scale == "tied" else None
         self.prior_mean = prior_mean
         self.warp = warp
+        self.aux_correction = aux_correction
         m, c, f_dim = self.data_size, self.latent_input_dim, self.f_dim
         # the identity prior mean starts with zero residual outputs: q is then mean-field
         spread = 0.0 if prior_mean == "identity" else init_output_spread
@@ -430,7 +442,11 @@ class VGPHead(VariationalHead):
 
     def r_xi(self, data: VariationalData, z: Tensor) -> tuple[Tensor, Tensor]:
         """Mean and scale of r(xi | x, z), each `[..., c]`."""
-        return self.auxiliary.xi_given_z(data.context, z, self.inverse_warp(data, z))
+        inverse = self.inverse_warp(data, z)
+        if self.aux_correction == "none":
+            assert inverse is not None, "aux_correction=none needs the identity prior mean"
+            return inverse
+        return self.auxiliary.xi_given_z(data.context, z, inverse)
 
     def sample(
         self, data: VariationalData, n_samples: int, generator: torch.Generator | None = None
