@@ -276,18 +276,16 @@ def family_structure(inference: Any) -> str | None:
         words = ["no GP (linear warp)", f"{inference.get('prior_mean')} mean"]
         if inference.get("mean_field_scale") == "tied":
             words.append(f"sigma={inference.get('noise_ratio')} s")
-        if inference.get("aux_correction") == "none":
-            words.append("r fixed")
-        return ", ".join(words)
-    words = [f"{outputs} T"]
-    if outputs in ("low_rank", "shared_basis"):
-        words[0] += f" (r={inference.get('outputs_rank')})"
-    words.append(f"{inference.get('prior_mean') or 'zero'} mean")
-    if inference.get("mean_field_scale") == "tied":
-        words.append(f"sigma={inference.get('noise_ratio')} s")
-    words.append(f"m={inference.get('variational_data_size')}")
-    if inference.get("objective") == "paper":
-        words.append(f"r {inference.get('paper_auxiliary') or 'factorized'}")
+    else:
+        words = [f"{outputs} T"]
+        if outputs in ("low_rank", "shared_basis"):
+            words[0] += f" (r={inference.get('outputs_rank')})"
+        words.append(f"{inference.get('prior_mean') or 'zero'} mean")
+        if inference.get("mean_field_scale") == "tied":
+            words.append(f"sigma={inference.get('noise_ratio')} s")
+        words.append(f"m={inference.get('variational_data_size')}")
+        if inference.get("objective") == "paper":
+            words.append(f"r {inference.get('paper_auxiliary') or 'factorized'}")
     if inference.get("aux_correction") == "none":
         words.append("r fixed")
     return ", ".join(words)
