@@ -21,6 +21,10 @@
 #   scripts/study_vgp_vs_vae.sh local     # the same decoder, no encoder: each family fitted
 #                                         # alone to each of the first LOCAL_IMAGES (10) test
 #                                         # images' posteriors; results/local_gap/
+#   scripts/study_vgp_vs_vae.sh statistics  # how each finished run's q uses its latents, on
+#                                         # validation images: active units per layer, the
+#                                         # posterior spread, the warp statistics;
+#                                         # results/vgp_vs_vae/posterior_statistics.{md,json}
 #
 # JOBS (default 2) jobs of THREADS (default 1) threads each run at once, each in its own run
 # folder under STUDY_DIR (default outputs/studies/vgp_vs_vae); a job cut off by the end of a
@@ -169,12 +173,34 @@ collect_and_report() {
   run_tool vgp-report vgp_bench.report "$results/runs" --format csv >"$results/table.csv"
   cat "$results/table.md"
 }
+# measure_finished RESULTS: the best checkpoints of the finished runs among the lines
+# (name|overrides) on stdin, by vgp_bench.posterior_statistics (validation images only), into
+# RESULTS/posterior_statistics.{md,json}; returns 3 when none is finished
+measure_finished() {
+  local results=$1 line folder python=.venv/bin/python
+  local checkpoints=()
+  while IFS= read -r line; do
+    folder="$study_dir/${line%%|*}"
+    if [[ -f $folder/checkpoints/best.pt ]] \
+      && grep -q '"status": "finished"' "$folder/metrics.json" 2>/dev/null; then
+      checkpoints+=("$folder/checkpoints/best.pt")
+    fi
+  done
+  if [[ ${#checkpoints[@]} -eq 0 ]]; then
+    echo "study: $results: no finished run to measure (train first)" >&2
+    return 3
+  fi
+  mkdir -p "$results"
+  [[ -x $python ]] || python=python3
+  $python -m vgp_bench.posterior_statistics "${checkpoints[@]}" --data-dir "$data_dir" \
+    --out "$results/posterior_statistics.json" | tee "$results/posterior_statistics.md"
+}
 export -f train_one eval_one run_tool
 export study_dir epochs data_dir TRAIN_EXTRA=${TRAIN_EXTRA:-eval.at_end=false}
 
 case $stage in
-  pilot|train|eval|report|all|families|fixed|local) ;;
-  *) echo "usage: $0 pilot|train|eval|report|all|families|fixed|local" >&2; exit 2 ;;
+  pilot|train|eval|report|all|families|fixed|local|statistics) ;;
+  *) echo "usage: $0 pilot|train|eval|report|all|families|fixed|local|statistics" >&2; exit 2 ;;
 esac
 
 case $stage in
@@ -204,6 +230,12 @@ case $stage in
       --images "${LOCAL_IMAGES:-10}" --steps "${LOCAL_STEPS:-2000}" --data-dir "$data_dir" \
       --out "$local_results/local_gap.json" 2>"$local_results/local_gap.log" \
       | tee "$local_results/table.md"
+    ;;
+  statistics)
+    # the best checkpoints of the finished study runs, then of the fixed stage's runs if any
+    selected_runs | measure_finished "$results_dir" || exit 1
+    fixed | grep -E "^(${RUNS:-.*})\|" \
+      | measure_finished "${FIXED_RESULTS_DIR:-results/fixed_decoder}" || [[ $? -eq 3 ]] || exit 1
     ;;
   train|all)
     selected_runs | xargs -d '\n' -P "$jobs" -I{} bash -c 'train_one "$1"' _ {}

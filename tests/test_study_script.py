@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
 
-from tests.helpers import REPO
+from tests.helpers import REPO, TINY, compose_config
 from tests.test_report import evaluated, write_run
+from vgp_bench.train import train
 
 SCRIPT = REPO / "scripts" / "study_vgp_vs_vae.sh"
 
 
 def run_stage(stage: str, study: Path, results: Path) -> subprocess.CompletedProcess[str]:
-    env = os.environ | {"STUDY_DIR": str(study), "RESULTS_DIR": str(results)}
+    env = os.environ | {
+        "STUDY_DIR": str(study),
+        "RESULTS_DIR": str(results),
+        "FIXED_RESULTS_DIR": str(results / "fixed_decoder"),
+    }
     return subprocess.run(
         ["bash", str(SCRIPT), stage], env=env, capture_output=True, text=True, timeout=120
     )
@@ -44,3 +50,35 @@ def test_an_unknown_stage_prints_the_usage(tmp_path: Path) -> None:
     done = run_stage("nonsense", tmp_path / "study", tmp_path / "results")
     assert done.returncode == 2
     assert "usage:" in done.stderr and "fixed|local" in done.stderr
+
+
+def test_statistics_measures_the_finished_runs_only(tmp_path: Path) -> None:
+    study, results = tmp_path / "study", tmp_path / "results"
+    train(compose_config([*TINY, "eval.at_end=false"]), study / "dlgm1_vae_s0")
+    # a run cut off mid-training: its best.pt exists, but it is not measured
+    unfinished = write_run(
+        study / "dlgm1_vae_s1", model="dlgm1", inference="vae", seed=1, status="running"
+    )
+    (unfinished / "checkpoints").mkdir()
+    (unfinished / "checkpoints" / "best.pt").write_bytes(b"mid-training")
+    done = run_stage("statistics", study, results)
+    assert done.returncode == 0, done.stderr
+    record = json.loads((results / "posterior_statistics.json").read_text())
+    assert [run["run"] for run in record["runs"]] == ["dlgm1_vae_s0"]
+    assert record["split"] == "valid"
+    assert "| dlgm1_vae_s0 |" in (results / "posterior_statistics.md").read_text()
+    # the fixed stage has no finished run here: said, and nothing written for it
+    assert "fixed_decoder: no finished run to measure" in done.stderr
+    assert not (results / "fixed_decoder").exists()
+    # once it has one, its runs are measured into its own results
+    train(compose_config([*TINY, "eval.at_end=false"]), study / "fixed_vae")
+    done = run_stage("statistics", study, results)
+    assert done.returncode == 0, done.stderr
+    fixed = json.loads((results / "fixed_decoder" / "posterior_statistics.json").read_text())
+    assert [run["run"] for run in fixed["runs"]] == ["fixed_vae"]
+
+
+def test_statistics_without_a_finished_run_says_so(tmp_path: Path) -> None:
+    done = run_stage("statistics", tmp_path / "study", tmp_path / "results")
+    assert done.returncode == 1
+    assert "results: no finished run to measure (train first)" in done.stderr

@@ -44,6 +44,10 @@ class LatentVariableModel(nn.Module, ABC):
     ) -> Tensor:
         """Bernoulli means of p(x | z) for one z ~ q(z | x), `[B, C, H, W]`."""
 
+    def latent_groups(self, site: str) -> dict[str, int]:
+        """Named consecutive slices of one draw of `site`'s z, `{name: size}`, for statistics."""
+        return {site: self.sites[site].z_dim}
+
     def extra_figures(self, n: int, generator: torch.Generator | None = None) -> dict[str, Tensor]:
         """Model-specific image grids to save beside samples.png: name -> `[N, C, H, W]`."""
         return {}

@@ -81,6 +81,10 @@ class DLGM(LatentVariableModel):
             total += width
         return total
 
+    def latent_groups(self, site: str) -> dict[str, int]:
+        """The stochastic layers of the joint site: z1 (next to x), z2, ..."""
+        return {f"z{layer + 1}": size for layer, size in enumerate(self.latent_dims)}
+
     def recognition_context(self, x: Tensor) -> Tensor:
         """Concatenated bottom-up features of x, `[B, C]`."""
         features, hidden = [], x.flatten(1)
