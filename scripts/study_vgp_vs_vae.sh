@@ -175,7 +175,8 @@ collect_and_report() {
 }
 # measure_finished RESULTS: the best checkpoints of the finished runs among the lines
 # (name|overrides) on stdin, by vgp_bench.posterior_statistics (validation images only), into
-# RESULTS/posterior_statistics.{md,json}; returns 3 when none is finished
+# RESULTS/posterior_statistics.{md,json}, both written only when every run was measured (with
+# RUNS set, merged into them: the other runs' numbers stay); returns 3 when none is finished
 measure_finished() {
   local results=$1 line folder python=.venv/bin/python
   local checkpoints=()
@@ -193,7 +194,8 @@ measure_finished() {
   mkdir -p "$results"
   [[ -x $python ]] || python=python3
   $python -m vgp_bench.posterior_statistics "${checkpoints[@]}" --data-dir "$data_dir" \
-    --out "$results/posterior_statistics.json" | tee "$results/posterior_statistics.md"
+    --out "$results/posterior_statistics.json" --markdown "$results/posterior_statistics.md" \
+    ${RUNS:+--merge}
 }
 export -f train_one eval_one run_tool
 export study_dir epochs data_dir TRAIN_EXTRA=${TRAIN_EXTRA:-eval.at_end=false}
@@ -232,10 +234,15 @@ case $stage in
       | tee "$local_results/table.md"
     ;;
   statistics)
-    # the best checkpoints of the finished study runs, then of the fixed stage's runs if any
-    selected_runs | measure_finished "$results_dir" || exit 1
+    # the best checkpoints of the finished study runs, then of the fixed stage's runs; an
+    # error stops the stage, and it fails when neither had a finished run
+    study_status=0 fixed_status=0
+    selected_runs | measure_finished "$results_dir" || study_status=$?
+    [[ $study_status -eq 0 || $study_status -eq 3 ]] || exit "$study_status"
     fixed | grep -E "^(${RUNS:-.*})\|" \
-      | measure_finished "${FIXED_RESULTS_DIR:-results/fixed_decoder}" || [[ $? -eq 3 ]] || exit 1
+      | measure_finished "${FIXED_RESULTS_DIR:-results/fixed_decoder}" || fixed_status=$?
+    [[ $fixed_status -eq 0 || $fixed_status -eq 3 ]] || exit "$fixed_status"
+    if [[ $study_status -eq 3 && $fixed_status -eq 3 ]]; then exit 1; fi
     ;;
   train|all)
     selected_runs | xargs -d '\n' -P "$jobs" -I{} bash -c 'train_one "$1"' _ {}

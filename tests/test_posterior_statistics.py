@@ -19,7 +19,7 @@ from vgp_bench.posterior_statistics import (
     group_statistics,
     posterior_moments,
 )
-from vgp_bench.runtime import make_generator
+from vgp_bench.runtime import ConfigError, make_generator
 from vgp_bench.train import train
 
 TWO_LAYERS = [
@@ -139,16 +139,73 @@ def test_a_vgp_run_adds_its_warp_statistics(tmp_path: Path) -> None:
 def test_bad_input_fails_with_one_line(
     two_layer_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    missing = tmp_path / "nowhere" / "best.pt"
-    assert posterior_statistics.main([str(missing)]) == 2
-    assert "not found" in capsys.readouterr().err
+    def fails(*argv: str) -> str:
+        assert posterior_statistics.main(list(argv)) == 2
+        error = capsys.readouterr().err
+        assert error.startswith("error: ") and error.count("\n") == 1, error
+        return error
+
+    assert "not found" in fails(str(tmp_path / "nowhere" / "best.pt"))
     corrupt = tmp_path / "corrupt.pt"
     corrupt.write_bytes(b"not a checkpoint")
-    assert posterior_statistics.main([str(corrupt)]) == 2
-    error = capsys.readouterr().err
-    assert error.startswith("error: ") and error.count("\n") == 1
-    with pytest.raises(SystemExit):
-        posterior_statistics.main([str(two_layer_checkpoint), "--draws=1"])
+    assert "unreadable" in fails(str(corrupt))
+    foreign = tmp_path / "foreign.pt"
+    torch.save({"weights": torch.zeros(2)}, foreign)
+    assert "has no config, model, heads" in fails(str(foreign))
+    # --render wants a JSON file: a missing one, or a checkpoint given by mistake
+    fails(str(tmp_path / "missing.json"), "--render")
+    fails(str(two_layer_checkpoint), "--render")
+    for argv in (
+        ["--draws=1"],
+        ["--head-draws=1"],
+        ["--merge"],
+        ["--render", str(two_layer_checkpoint)],
+    ):
+        with pytest.raises(SystemExit):
+            posterior_statistics.main([str(two_layer_checkpoint), *argv])
+
+
+def test_fewer_images_than_asked_are_recorded_and_merges_keep_other_runs(
+    two_layer_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, table = tmp_path / "statistics.json", tmp_path / "statistics.md"
+    argv = [str(two_layer_checkpoint), "--examples=5000", "--draws=4", f"--out={out}"]
+    assert posterior_statistics.main([*argv, f"--markdown={table}"]) == 0
+    assert table.read_text() == capsys.readouterr().out  # the file is what was printed
+    record = json.loads(out.read_text())
+    (run,) = record["runs"]
+    assert record["examples"] == 5000 and run["images"] == 16 and run["head_images"] == 16
+    assert "| two_layers0 | 8 | 16 | z/z1 |" in table.read_text()
+    # another run merged in keeps the first; measuring the first again replaces it in place
+    record["runs"].insert(0, {**run, "run": "another", "step": 1})
+    out.write_text(json.dumps(record))
+    assert posterior_statistics.main([*argv, "--merge"]) == 0
+    merged = json.loads(out.read_text())
+    assert [(r["run"], r["step"]) for r in merged["runs"]] == [("another", 1), ("two_layers0", 8)]
+    # a file measured with other settings is not mixed with these
+    assert posterior_statistics.main([*argv[:-2], "--draws=8", f"--out={out}", "--merge"]) == 2
+    assert "other settings (draws)" in capsys.readouterr().err
+    assert json.loads(out.read_text()) == merged
+
+
+def test_a_site_the_model_never_draws_is_an_error(two_layer_checkpoint: Path) -> None:
+    checkpoint = load_checkpoint(two_layer_checkpoint)
+    parts = components_from_checkpoint(checkpoint_config(checkpoint, "cpu"), checkpoint)
+    assert parts.data.valid is not None
+    heads = torch.nn.ModuleDict({**parts.heads, "unused": parts.heads["z"]})
+    with pytest.raises(ConfigError, match=r"never drew sites \['unused'\]"):
+        posterior_moments(
+            parts.model, heads, parts.data.valid, 4, make_generator(parts.device, 0), parts.device
+        )
+    with pytest.raises(ValueError, match="at least 2"):
+        posterior_moments(
+            parts.model,
+            parts.heads,
+            parts.data.valid.subset(1),
+            4,
+            make_generator(parts.device, 0),
+            parts.device,
+        )
 
 
 @pytest.mark.parametrize(

@@ -14,12 +14,16 @@ from vgp_bench.train import train
 SCRIPT = REPO / "scripts" / "study_vgp_vs_vae.sh"
 
 
-def run_stage(stage: str, study: Path, results: Path) -> subprocess.CompletedProcess[str]:
+def run_stage(
+    stage: str, study: Path, results: Path, runs: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = os.environ | {
         "STUDY_DIR": str(study),
         "RESULTS_DIR": str(results),
         "FIXED_RESULTS_DIR": str(results / "fixed_decoder"),
     }
+    if runs is not None:
+        env["RUNS"] = runs
     return subprocess.run(
         ["bash", str(SCRIPT), stage], env=env, capture_output=True, text=True, timeout=120
     )
@@ -76,6 +80,25 @@ def test_statistics_measures_the_finished_runs_only(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     fixed = json.loads((results / "fixed_decoder" / "posterior_statistics.json").read_text())
     assert [run["run"] for run in fixed["runs"]] == ["fixed_vae"]
+    # RUNS naming fixed runs only: those are measured, the study's file is left as it was
+    study_file = (results / "posterior_statistics.json").read_text()
+    done = run_stage("statistics", study, results, runs="fixed_vae")
+    assert done.returncode == 0, done.stderr
+    assert (results / "posterior_statistics.json").read_text() == study_file
+    # RUNS naming one study run: merged into the study's file, the other runs kept
+    train(compose_config([*TINY, "eval.at_end=false", "seed=2"]), study / "dlgm1_vae_s2")
+    done = run_stage("statistics", study, results, runs="dlgm1_vae_s2")
+    assert done.returncode == 0, done.stderr
+    record = json.loads((results / "posterior_statistics.json").read_text())
+    assert [run["run"] for run in record["runs"]] == ["dlgm1_vae_s0", "dlgm1_vae_s2"]
+    assert "| dlgm1_vae_s0 |" in (results / "posterior_statistics.md").read_text()
+    # a run that cannot be measured stops the stage and leaves both files as they were
+    table = (results / "posterior_statistics.md").read_text()
+    (study / "dlgm1_vae_s2" / "checkpoints" / "best.pt").write_bytes(b"torn")
+    done = run_stage("statistics", study, results)
+    assert done.returncode == 2 and "unreadable" in done.stderr
+    assert json.loads((results / "posterior_statistics.json").read_text()) == record
+    assert (results / "posterior_statistics.md").read_text() == table
 
 
 def test_statistics_without_a_finished_run_says_so(tmp_path: Path) -> None:

@@ -65,6 +65,12 @@ def checkpoint_config(
     checkpoint: dict, device_name: str = "auto", data_dir: str | None = None
 ) -> DictConfig:
     """The resolved config a checkpoint was trained with, on `device_name` and `data_dir`."""
+    missing = [key for key in ("config", "model", "heads") if key not in checkpoint]
+    if missing:
+        raise ValueError(
+            f"the checkpoint has no {', '.join(missing)}: not one a vgp-bench run wrote; "
+            "pick a run's checkpoints/best.pt or last.pt"
+        )
     cfg = OmegaConf.create(checkpoint["config"])
     cfg.device = device_name
     if data_dir is not None:
