@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from torch import nn
 
 from tests.helpers import TINY, compose_config
+from vgp_bench.diagnostics import evaluation_mode
 from vgp_bench.report import main as report_main
 from vgp_bench.report import validation_curves
 from vgp_bench.train import train
@@ -72,3 +74,23 @@ def test_a_vae_run_has_reliability_but_no_vgp_statistics(tmp_path: Path) -> None
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert not any(key.startswith("z/") for key in metrics["history"][-1])
     assert "aux_gap" not in metrics["test"] and "pareto_k_mean" in metrics["test"]
+
+
+def test_evaluation_mode_gives_each_module_its_own_mode_back_even_on_error() -> None:
+    model, heads = nn.Linear(2, 2), nn.ModuleDict({"z": nn.Linear(2, 2)})
+    heads.eval()  # a mixed start: the model training, the heads not
+    seen: list[tuple[bool, bool]] = []
+    with pytest.raises(RuntimeError, match="inside"), evaluation_mode(model, heads):
+        seen.append((model.training, heads["z"].training))
+        raise RuntimeError("inside")
+    assert seen == [(False, False)]
+    assert model.training and not heads.training and not heads["z"].training
+
+
+def test_measurements_leave_a_training_model_training() -> None:
+    model, heads = nn.Linear(2, 2), nn.ModuleDict({"z": nn.Linear(2, 2)})
+    with evaluation_mode(model, heads):
+        with evaluation_mode(heads):  # nested, as evaluation inside training diagnostics
+            assert not heads.training
+        assert not heads.training and not model.training
+    assert model.training and heads.training

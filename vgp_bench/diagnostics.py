@@ -9,6 +9,8 @@ whose code knows about it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -17,6 +19,19 @@ from torch import Tensor, nn
 from vgp_bench.data.base import ImageSplit
 from vgp_bench.inference.base import SiteSample
 from vgp_bench.models.base import LatentVariableModel
+
+
+@contextmanager
+def evaluation_mode(*modules: nn.Module) -> Iterator[None]:
+    """Puts `modules` in evaluation mode for the block, then gives each its own mode back."""
+    modes = [module.training for module in modules]
+    for module in modules:
+        module.eval()
+    try:
+        yield
+    finally:
+        for module, mode in zip(modules, modes, strict=True):
+            module.train(mode)
 
 
 class _RecordingHead(nn.Module):
@@ -46,23 +61,17 @@ def head_diagnostics(
     """`{site/statistic: value}` for every head with diagnostics, on the contexts of `x`."""
     if not any(hasattr(head, "diagnostics") for head in heads.values()):
         return {}
-    was_training = model.training, heads.training
-    model.eval()
-    heads.eval()
     recorders = nn.ModuleDict({name: _RecordingHead(head) for name, head in heads.items()})
-    try:
+    results: dict[str, float] = {}
+    with evaluation_mode(model, heads):
         model(x, recorders, 1, generator)
-        results: dict[str, float] = {}
         for name, recorder in recorders.items():
             head = recorder.head
             if recorder.context is None or not hasattr(head, "diagnostics"):
                 continue
             for statistic, value in head.diagnostics(recorder.context, n_draws, generator).items():
                 results[f"{name}/{statistic}"] = value
-        return results
-    finally:
-        model.train(was_training[0])
-        heads.train(was_training[1])
+    return results
 
 
 @torch.no_grad()
@@ -87,23 +96,19 @@ def auxiliary_gap(
     if not weighted or aux_samples < 1 or len(split) == 0:
         return {}
     saved = [head.aux_samples for head in weighted]
-    was_training = model.training, heads.training
-    model.eval()
-    heads.eval()
     bounds: dict[int, list[Tensor]] = {0: [], aux_samples: []}
     try:
-        for x in split.batches(batch_size, generator=generator):
-            x = x.to(device)
-            for count in bounds:
-                for head in weighted:
-                    head.aux_samples = count
-                log_weights = model(x, heads, draws, generator).log_weights  # [draws, B]
-                bounds[count].append(log_weights.double().mean(0).cpu())
+        with evaluation_mode(model, heads):
+            for x in split.batches(batch_size, generator=generator):
+                x = x.to(device)
+                for count in bounds:
+                    for head in weighted:
+                        head.aux_samples = count
+                    log_weights = model(x, heads, draws, generator).log_weights  # [draws, B]
+                    bounds[count].append(log_weights.double().mean(0).cpu())
     finally:
         for head, count in zip(weighted, saved, strict=True):
             head.aux_samples = count
-        model.train(was_training[0])
-        heads.train(was_training[1])
     at_zero, at_k = torch.cat(bounds[0]), torch.cat(bounds[aux_samples])
     difference = at_k - at_zero
     return {

@@ -24,7 +24,7 @@ from vgp_bench.build import Components, checkpoint_config, components_from_check
 from vgp_bench.checkpoint import load_checkpoint
 from vgp_bench.data.base import ImageSplit
 from vgp_bench.data.store import atomic_file
-from vgp_bench.diagnostics import auxiliary_gap
+from vgp_bench.diagnostics import auxiliary_gap, evaluation_mode
 from vgp_bench.distributed import DistributedContext
 from vgp_bench.estimators import chunked_estimate
 from vgp_bench.eval_journal import EvaluationJournal, weights_sha256
@@ -111,9 +111,6 @@ def estimate_split(
     With a `journal`, the finished batches are kept after each one and a rerun resumes
     after them, with the numbers an uninterrupted evaluation gives.
     """
-    was_training = model.training
-    model.eval()
-    heads.eval()
     start = 0
     estimates: dict[str, list[Tensor]] = {"log_likelihood": [], "bound": [], "pareto_k": []}
     if journal is not None:
@@ -129,21 +126,20 @@ def estimate_split(
         dynamic_ncols=True,
         unit="batch",
     )
-    for batch_index, x in enumerate(bar, start=start):
-        x = x.to(device, non_blocking=True)
-        estimate = chunked_estimate(
-            lambda count, x=x: model(x, heads, count, generator).log_weights,
-            n_samples=is_samples,
-            chunk_size=chunk_size,
-        )
-        assert estimate.pareto_k is not None
-        estimates["log_likelihood"].append(estimate.log_likelihood.cpu())
-        estimates["bound"].append(estimate.bound.cpu())
-        estimates["pareto_k"].append(estimate.pareto_k.cpu())
-        if journal is not None:
-            journal.record(batch_index + 1, estimates, generator)
-    model.train(was_training)
-    heads.train(was_training)
+    with evaluation_mode(model, heads):
+        for batch_index, x in enumerate(bar, start=start):
+            x = x.to(device, non_blocking=True)
+            estimate = chunked_estimate(
+                lambda count, x=x: model(x, heads, count, generator).log_weights,
+                n_samples=is_samples,
+                chunk_size=chunk_size,
+            )
+            assert estimate.pareto_k is not None
+            estimates["log_likelihood"].append(estimate.log_likelihood.cpu())
+            estimates["bound"].append(estimate.bound.cpu())
+            estimates["pareto_k"].append(estimate.pareto_k.cpu())
+            if journal is not None:
+                journal.record(batch_index + 1, estimates, generator)
     return SplitEstimate(
         torch.cat(estimates["log_likelihood"]),
         torch.cat(estimates["bound"]),

@@ -10,6 +10,7 @@ from torch import Tensor, nn
 from torchvision.utils import make_grid, save_image
 
 from vgp_bench.data.base import ImageSplit
+from vgp_bench.diagnostics import evaluation_mode
 from vgp_bench.models.base import LatentVariableModel
 
 
@@ -43,9 +44,19 @@ def save_run_figures(
     count: int = 64,
 ) -> dict[str, Tensor]:
     """samples.png, reconstructions.png and the model's own figures in `run_dir`; returns the
-    first two grids (for TensorBoard). Leaves model and heads in training mode."""
-    model.eval()
-    heads.eval()
+    first two grids (for TensorBoard). Leaves model and heads in the modes they were in."""
+    with evaluation_mode(model, heads):
+        return _save_run_figures(model, heads, test, run_dir, generator, count)
+
+
+def _save_run_figures(
+    model: LatentVariableModel,
+    heads: nn.ModuleDict,
+    test: ImageSplit,
+    run_dir: Path,
+    generator: torch.Generator,
+    count: int,
+) -> dict[str, Tensor]:
     grids = {"samples": save_grid(model.sample(count, generator), run_dir / "samples.png")}
     originals = test.gather(torch.arange(min(32, len(test))), generator)
     reconstructions = model.reconstruct(originals, heads, generator)
@@ -56,6 +67,4 @@ def save_run_figures(
     )
     for name, images in model.extra_figures(8, generator).items():
         save_grid(images, run_dir / f"{name}.png", columns=max(1, images.shape[0] // 8))
-    model.train()
-    heads.train()
     return grids

@@ -33,7 +33,7 @@ from vgp_bench.build import checkpoint_config, components_from_checkpoint
 from vgp_bench.checkpoint import load_checkpoint
 from vgp_bench.data.base import ImageSplit
 from vgp_bench.data.store import atomic_write
-from vgp_bench.diagnostics import head_diagnostics
+from vgp_bench.diagnostics import evaluation_mode, head_diagnostics
 from vgp_bench.evaluate import run_folder_of
 from vgp_bench.failures import USER_ERRORS
 from vgp_bench.inference.base import LogJoint, SiteSample
@@ -86,14 +86,10 @@ def posterior_moments(
         raise ValueError(f"draws={draws}: the variance of the draws needs at least 2")
     if len(split) < 2:
         raise ValueError(f"{len(split)} image(s): a variance over images needs at least 2")
-    was_training = model.training, heads.training
-    model.eval()
-    heads.eval()
     recorders = nn.ModuleDict({name: _MomentRecordingHead(head) for name, head in heads.items()})
-    recorders.eval()
     means: dict[str, list[Tensor]] = {name: [] for name in heads}
     variances: dict[str, list[Tensor]] = {name: [] for name in heads}
-    try:
+    with evaluation_mode(model, heads):  # the recorders wrap `heads`: no mode of their own
         for x in split.batches(batch_size, generator=binarization):
             model(x.to(device), recorders, draws, generator)
             for name, recorder in recorders.items():
@@ -101,9 +97,6 @@ def posterior_moments(
                     means[name].append(torch.stack(recorder.means).cpu())  # [calls, B, D]
                     variances[name].append(torch.stack(recorder.variances).cpu())
                 recorder.means, recorder.variances = [], []
-    finally:
-        model.train(was_training[0])
-        heads.train(was_training[1])
     undrawn = [name for name in heads if not means[name]]
     if undrawn:
         raise ConfigError(f"the model never drew sites {undrawn}: nothing to measure there")
