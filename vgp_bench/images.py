@@ -46,25 +46,14 @@ def save_run_figures(
     """samples.png, reconstructions.png and the model's own figures in `run_dir`; returns the
     first two grids (for TensorBoard). Leaves model and heads in the modes they were in."""
     with evaluation_mode(model, heads):
-        return _save_run_figures(model, heads, test, run_dir, generator, count)
-
-
-def _save_run_figures(
-    model: LatentVariableModel,
-    heads: nn.ModuleDict,
-    test: ImageSplit,
-    run_dir: Path,
-    generator: torch.Generator,
-    count: int,
-) -> dict[str, Tensor]:
-    grids = {"samples": save_grid(model.sample(count, generator), run_dir / "samples.png")}
-    originals = test.gather(torch.arange(min(32, len(test))), generator)
-    reconstructions = model.reconstruct(originals, heads, generator)
-    grids["reconstructions"] = save_grid(
-        reconstruction_pairs(originals, reconstructions),
-        run_dir / "reconstructions.png",
-        columns=16,
-    )
-    for name, images in model.extra_figures(8, generator).items():
-        save_grid(images, run_dir / f"{name}.png", columns=max(1, images.shape[0] // 8))
-    return grids
+        grids = {"samples": save_grid(model.sample(count, generator), run_dir / "samples.png")}
+        originals = test.gather(torch.arange(min(32, len(test))), generator)
+        reconstructions = model.reconstruct(originals, heads, generator)
+        grids["reconstructions"] = save_grid(
+            reconstruction_pairs(originals, reconstructions),
+            run_dir / "reconstructions.png",
+            columns=16,
+        )
+        for name, images in model.extra_figures(8, generator).items():
+            save_grid(images, run_dir / f"{name}.png", columns=max(1, images.shape[0] // 8))
+        return grids
