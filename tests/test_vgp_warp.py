@@ -13,7 +13,12 @@ from tests.linear_gaussian import LinearGaussianModel
 from vgp_bench.distributions import normal_log_prob
 from vgp_bench.estimators import importance_weighted_log_likelihood
 from vgp_bench.inference.base import SiteSpec
-from vgp_bench.inference.vgp import VGPHead, gaussian_total_correlation
+from vgp_bench.inference.vgp import (
+    VGPHead,
+    debiased_affine_covariance,
+    gaussian_total_correlation,
+    residual_covariance_of_fit,
+)
 from vgp_bench.metrics import family_structure
 
 
@@ -202,3 +207,48 @@ def test_total_correlation_is_what_correlation_is_worth_to_the_entropy():
         head.global_outputs.copy_(head.inputs @ mixing.T)
     after = head.diagnostics(context, 300, torch.Generator().manual_seed(1))
     assert before["total_correlation"] < 0.05 < after["total_correlation"]
+
+
+def test_the_warp_fit_does_not_count_its_own_noise():
+    """With c + 1 coefficients fitted to N draws, the residual covariance over N - c - 1
+    degrees of freedom is unbiased and the slopes' noise is taken out of L^T L: on a known
+    affine map plus correlated noise, N = 2 (c + 1), the raw L^T L is 60% high, ours close."""
+    generator = torch.Generator().manual_seed(0)
+    draws, c, d, repeats = 40, 20, 4, 400
+    noise_covariance = 0.5 * torch.eye(d, dtype=torch.float64) + 0.5
+    slopes_true = 0.25 * torch.randn(c, d, generator=generator, dtype=torch.float64)
+    xi = torch.randn(repeats, draws, c, generator=generator, dtype=torch.float64)
+    design = torch.cat([torch.ones(repeats, draws, 1, dtype=torch.float64), xi], -1)
+    noise = torch.randn(repeats, draws, d, generator=generator, dtype=torch.float64)
+    outputs = xi @ slopes_true + noise @ torch.linalg.cholesky(noise_covariance).T  # [R, N, D]
+    coefficients = torch.linalg.lstsq(design, outputs).solution  # [R, c + 1, D]
+    residual_covariance = residual_covariance_of_fit(outputs - design @ coefficients, c + 1)
+    torch.testing.assert_close(residual_covariance.mean(0), noise_covariance, atol=0.05, rtol=0)
+    slopes = coefficients[:, 1:, :]
+    truth = slopes_true.T @ slopes_true
+    raw = (slopes.transpose(1, 2) @ slopes).mean(0)
+    debiased = debiased_affine_covariance(slopes, design, residual_covariance).mean(0)
+    assert (raw - truth).abs().max() > 0.4 * truth.abs().max()
+    assert (debiased - truth).abs().max() < 0.15 * truth.abs().max()
+    with pytest.raises(ValueError, match="more draws"):
+        residual_covariance_of_fit(outputs[0, : c + 1], c + 1)
+
+
+def test_nonlinear_share_does_not_depend_on_the_number_of_draws():
+    """An in-sample fit of c + 1 coefficients once hid (c + 1) / N of the nonlinear part: with
+    the residual over its degrees of freedom, 2 (c + 1) draws agree with 20000; fewer draws than
+    that are raised to it."""
+    spec = SiteSpec(context_dim=6, z_dim=30)
+    options = {"init_output_spread": 1.0, "kernel_inverse_lengthscale": 0.3}
+    head = make_head(spec, outputs="dense", **options).double()
+    context = torch.randn(4, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    few = [
+        head.diagnostics(context, 62, torch.Generator().manual_seed(seed))["nonlinear_warp_share"]
+        for seed in range(4)
+    ]
+    many = head.diagnostics(context, 20000, torch.Generator().manual_seed(9))
+    assert sum(few) / len(few) == pytest.approx(many["nonlinear_warp_share"], rel=0.15)
+    assert sum(few) / len(few) * (62 - 31) / 62 < 0.6 * many["nonlinear_warp_share"]  # the old
+    raised = head.diagnostics(context, 10, torch.Generator().manual_seed(0))
+    again = head.diagnostics(context, 62, torch.Generator().manual_seed(0))
+    assert raised == again

@@ -508,7 +508,9 @@ class VGPHead(VariationalHead):
         - `warp_share`: Var_xi[E[z | xi]] / E_xi[Var(z | xi)], averaged over examples and
           dimensions (0: mean-field in disguise);
         - `nonlinear_warp_share`: the same for the part of E[z | xi] no affine map of xi
-          explains (0 for a linear warp, which is itself mean-field);
+          explains (0 for a linear warp, which is itself mean-field); the least-squares
+          residual over its N - (c + 1) degrees of freedom, since an in-sample fit of c + 1
+          coefficients absorbs a share (c + 1) / N of it (at least 2 (c + 1) draws are used);
         - `warp_rank`: the number of directions E[z | xi] moves in (singular values of the
           centred means above 1e-3 of the largest), averaged over examples;
         - `variance_dispersion`: Var_xi[Var(z | xi)] / E_xi[Var(z | xi)]^2, averaged over
@@ -517,14 +519,17 @@ class VGPHead(VariationalHead):
           warp is affine);
         - `total_correlation`: 1/2 (sum log diag(Sigma) - log det Sigma) in nats, averaged over
           examples, for Sigma = L^T L + diag(E_xi Var(z | xi) + the nonlinear residual), L the
-          affine part of the warp (exact for xi ~ N(0, I), no sampling bias): what correlation
-          between the coordinates of z is worth to the entropy (0 for a mean-field q; a
-          non-diagonal affine warp makes q(z | x) a correlated Gaussian).
+          affine part of the warp: what correlation between the coordinates of z is worth to
+          the entropy (0 for a mean-field q; a non-diagonal affine warp makes q(z | x) a
+          correlated Gaussian). The fitted slopes' own noise inflates L^T L by
+          tr((X^T X)^-1) times the residual covariance (X the draws' design); that is
+          subtracted and the result projected onto the positive semidefinite matrices.
         """
         with torch.autocast(device_type=context.device.type, enabled=False):
             context = context[0] if context.dim() == 3 else context
             data = self.prepare(context.to(self.kernel.variance.dtype))
             batch = context.shape[0]
+            n_draws = max(n_draws, 2 * (self.latent_input_dim + 1))  # a fit of c + 1 per D
             xi = torch.randn(
                 (n_draws, batch, self.latent_input_dim),
                 generator=generator,
@@ -547,13 +552,15 @@ class VGPHead(VariationalHead):
                 torch.cat([torch.ones_like(xi[..., :1]), xi], dim=-1).double().movedim(1, 0)
             )  # [B, N, c + 1]
             coefficients = torch.linalg.lstsq(design, centred).solution  # [B, c + 1, D]
-            fitted = design @ coefficients  # [B, N, D]
-            residual = (centred - fitted).pow(2).mean(1)  # [B, D]
+            residuals = centred - design @ coefficients  # [B, N, D]
+            residual_covariance = residual_covariance_of_fit(residuals, design.shape[-1])
+            residual = residual_covariance.diagonal(dim1=-2, dim2=-1)  # [B, D]
             nonlinear = residual / expected_variance
             dispersion = variance.var(0) / expected_variance.pow(2)  # [B, D]
             linear = coefficients[:, 1:, :]  # [B, c, D]: E[z | xi] ~ a + linear^T xi
+            affine = debiased_affine_covariance(linear, design, residual_covariance)
             total_correlation = gaussian_total_correlation(
-                linear.transpose(1, 2) @ linear + torch.diag_embed(expected_variance + residual)
+                affine + torch.diag_embed(expected_variance + residual)
             )  # [B]
             singular = torch.linalg.svdvals(centred)  # [B, min(N, D)]
             rank = (singular > 1e-3 * singular[:, :1]).sum(-1).double()
@@ -564,6 +571,36 @@ class VGPHead(VariationalHead):
             "variance_dispersion": float(dispersion.mean()),
             "total_correlation": float(total_correlation.mean()),
         }
+
+
+def residual_covariance_of_fit(residuals: Tensor, parameters: int) -> Tensor:
+    """Unbiased covariance `[B, D, D]` of least-squares residuals `[B, N, D]` of a fit with
+    `parameters` coefficients: their cross-products over N - parameters degrees of freedom."""
+    degrees_of_freedom = residuals.shape[-2] - parameters
+    if degrees_of_freedom < 1:
+        raise ValueError(
+            f"the warp statistics fit {parameters} coefficients per coordinate to "
+            f"{residuals.shape[-2]} draws of xi; use more draws than {parameters}"
+        )
+    return residuals.transpose(-2, -1) @ residuals / degrees_of_freedom
+
+
+def debiased_affine_covariance(
+    slopes: Tensor, design: Tensor, residual_covariance: Tensor
+) -> Tensor:
+    """L^T L `[B, D, D]` from fitted slopes L `[B, c, D]` without the slopes' noise.
+
+    With Cov(L_k) = (X^T X)^-1_kk Psi for the design X `[B, N, c + 1]` (intercept first) and
+    residual covariance Psi, E[L^T L] exceeds the true one by tr((X^T X)^-1 over the slopes) Psi;
+    the difference is projected onto the positive semidefinite matrices, as L^T L is.
+    """
+    gram_inverse = torch.linalg.inv(design.transpose(-2, -1) @ design)  # [B, c + 1, c + 1]
+    inflation = gram_inverse[..., 1:, 1:].diagonal(dim1=-2, dim2=-1).sum(-1)  # [B]
+    raw = slopes.transpose(-2, -1) @ slopes - inflation[..., None, None] * residual_covariance
+    eigenvalues, eigenvectors = torch.linalg.eigh(raw)
+    return (eigenvectors * eigenvalues.clamp_min(0.0).unsqueeze(-2)) @ eigenvectors.transpose(
+        -2, -1
+    )
 
 
 def gaussian_total_correlation(covariance: Tensor) -> Tensor:
