@@ -521,9 +521,11 @@ class VGPHead(VariationalHead):
           examples, for Sigma = L^T L + diag(E_xi Var(z | xi) + the nonlinear residual), L the
           affine part of the warp: what correlation between the coordinates of z is worth to
           the entropy (0 for a mean-field q; a non-diagonal affine warp makes q(z | x) a
-          correlated Gaussian). The fitted slopes' own noise inflates L^T L by
-          tr((X^T X)^-1) times the residual covariance (X the draws' design); that is
-          subtracted and the result projected onto the positive semidefinite matrices.
+          correlated Gaussian). The fitted slopes' own noise inflates L^T L by the trace of
+          (X^T X)^-1 over the slopes times the residual covariance (X the draws' design, its
+          intercept column included); that is subtracted and the result projected onto the
+          positive semidefinite matrices (exact in expectation for residuals of one spread
+          whatever xi; a nonlinear part that grows with |xi| leaves some of the inflation).
         """
         with torch.autocast(device_type=context.device.type, enabled=False):
             context = context[0] if context.dim() == 3 else context
@@ -547,7 +549,7 @@ class VGPHead(VariationalHead):
             centred = (mean - mean.mean(0)).double().movedim(1, 0)  # [B, N, D]
             variance = variance.double()  # [N, B, D]
             expected_variance = variance.mean(0)  # [B, D]
-            share = centred.pow(2).mean(1) / expected_variance
+            share = centred.pow(2).sum(1) / (n_draws - 1) / expected_variance
             design = (
                 torch.cat([torch.ones_like(xi[..., :1]), xi], dim=-1).double().movedim(1, 0)
             )  # [B, N, c + 1]
@@ -574,8 +576,9 @@ class VGPHead(VariationalHead):
 
 
 def residual_covariance_of_fit(residuals: Tensor, parameters: int) -> Tensor:
-    """Unbiased covariance `[B, D, D]` of least-squares residuals `[B, N, D]` of a fit with
-    `parameters` coefficients: their cross-products over N - parameters degrees of freedom."""
+    """Covariance `[B, D, D]` of least-squares residuals `[B, N, D]` of a fit with `parameters`
+    coefficients: their cross-products over N - parameters degrees of freedom (unbiased for
+    residuals whose spread does not depend on the regressors)."""
     degrees_of_freedom = residuals.shape[-2] - parameters
     if degrees_of_freedom < 1:
         raise ValueError(
