@@ -212,7 +212,7 @@ def test_total_correlation_is_what_correlation_is_worth_to_the_entropy():
 def test_the_warp_fit_does_not_count_its_own_noise():
     """With c + 1 coefficients fitted to N draws, the residual covariance over N - c - 1
     degrees of freedom is unbiased and the slopes' noise is taken out of L^T L: on a known
-    affine map plus correlated noise, N = 2 (c + 1), the raw L^T L is 60% high, ours close."""
+    affine map plus correlated noise, N = 2 c, the raw L^T L is 60% high, ours close."""
     generator = torch.Generator().manual_seed(0)
     draws, c, d, repeats = 40, 20, 4, 400
     noise_covariance = 0.5 * torch.eye(d, dtype=torch.float64) + 0.5
@@ -227,7 +227,8 @@ def test_the_warp_fit_does_not_count_its_own_noise():
     slopes = coefficients[:, 1:, :]
     truth = slopes_true.T @ slopes_true
     raw = (slopes.transpose(1, 2) @ slopes).mean(0)
-    debiased = debiased_affine_covariance(slopes, design, residual_covariance).mean(0)
+    each = debiased_affine_covariance(slopes, design, residual_covariance)  # [R, D, D]
+    debiased = each.mean(0)
     assert (raw - truth).abs().max() > 0.4 * truth.abs().max()
     assert (debiased - truth).abs().max() < 0.15 * truth.abs().max()
     # the inflation is tr((Xc^T Xc)^-1) of the centred draws, wherever no eigenvalue is cut off
@@ -236,7 +237,6 @@ def test_the_warp_fit_does_not_count_its_own_noise():
     unprojected = slopes.transpose(1, 2) @ slopes - inflation[:, None, None] * residual_covariance
     kept = torch.linalg.eigvalsh(unprojected)[:, 0] > 0  # [R]
     assert kept.sum() > 100  # half of the repeats
-    each = debiased_affine_covariance(slopes, design, residual_covariance)
     torch.testing.assert_close(each[kept], unprojected[kept], atol=1e-10, rtol=0)
     with pytest.raises(ValueError, match="more draws"):
         residual_covariance_of_fit(outputs[0, : c + 1], c + 1)
