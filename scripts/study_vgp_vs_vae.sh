@@ -155,24 +155,6 @@ eval_one() {  # name|overrides: the test set, once, on the checkpoint chosen by 
     eval.is_samples=5000 eval.subset=null "data_dir=$data_dir" \
     >>"$folder/eval.log" 2>&1 || echo "study: evaluating $name stopped (see $folder/eval.log)"
 }
-# collect_and_report PREFIX RESULTS [EXCLUDED...]: the runs named PREFIX* but not EXCLUDED*
-# (metrics.json and config, never checkpoints), their table (md, csv) and validation curves
-collect_and_report() {
-  local prefix=$1 results=$2 folder name excluded
-  shift 2
-  mkdir -p "$results/runs"
-  for folder in "$study_dir/$prefix"*/; do
-    name=$(basename "$folder")
-    [[ -f $folder/metrics.json ]] || continue
-    for excluded in "$@"; do [[ $name == "$excluded"* ]] && continue 2; done
-    mkdir -p "$results/runs/$name"
-    cp "$folder/metrics.json" "$folder/config.yaml" "$results/runs/$name/"
-  done
-  run_tool vgp-report vgp_bench.report "$results/runs" --curves "$results/valid_curves.png" \
-    >"$results/table.md"
-  run_tool vgp-report vgp_bench.report "$results/runs" --format csv >"$results/table.csv"
-  cat "$results/table.md"
-}
 # measure_finished RESULTS: the best checkpoints of the finished runs among the lines
 # (name|overrides) on stdin, by vgp_bench.posterior_statistics (validation images only), into
 # RESULTS/posterior_statistics.{md,json}, both written only when every run was measured (with

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from hydra.utils import get_class
+from hydra.utils import get_class, get_method
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
@@ -51,14 +52,28 @@ def build_components(
     limit_gpu_memory(device, cfg.trainer.get("gpu_memory_fraction"))
     data = load_data(cfg) if data is None else data
     torch.manual_seed(int(cfg.seed))  # parameter initialisation
-    model = build(cfg.model, x_shape=data.x_shape).to(device)
+    model = build(cfg.model, x_shape=data.x_shape)
+    model.start_from_data(data.train.pixel_means())
+    model = model.to(device)
     heads = build_heads(build(cfg.inference), model.sites).to(device)
     train_model = bool(cfg.trainer.get("train_model", True))
     model.requires_grad_(train_model)  # false: only the inference heads train
     parameters = [*(model.parameters() if train_model else []), *heads.parameters()]
     optimizer = build(cfg.optim.optimizer, params=parameters, **multi_tensor_update(cfg))
-    schedule = StepSizeSchedule(optimizer, build(cfg.optim.schedule))
+    factor = functools.partial(build(cfg.optim.schedule), **epoch_length(cfg, data))
+    schedule = StepSizeSchedule(optimizer, factor)
     return Components(data.to(device), model, heads, optimizer, schedule, device)
+
+
+def epoch_length(cfg: DictConfig, data: DatasetBundle) -> dict[str, int]:
+    """`steps_per_epoch` for a schedule whose factor counts epochs (its config leaves it out:
+    it follows from the training split and the batch size)."""
+    target = get_method(str(cfg.optim.schedule._target_))
+    if "steps_per_epoch" not in inspect.signature(target).parameters:
+        return {}
+    trainer = cfg.trainer
+    steps = data.train.batch_count(int(trainer.batch_size), bool(trainer.drop_last))
+    return {"steps_per_epoch": steps}
 
 
 def checkpoint_config(

@@ -46,6 +46,13 @@ NEWER_KEYS: dict[str, Any] = {
     "inference.init_noise_scale": ANY,  # read only by prior_mean=identity
     "trainer.init_model": None,
     "trainer.train_model": True,
+    "trainer.shuffle": True,
+    "dataset.holdout": None,
+    "model.scale_link": "softplus",
+    "model.init": "default",
+    "model.output_bias": "zero",
+    "inference.scale_link": "softplus",
+    "inference.init": "default",
 }
 
 

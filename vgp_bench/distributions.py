@@ -29,9 +29,19 @@ def normal_kl(mean_q: Tensor, scale_q: Tensor, mean_p: Tensor, scale_p: Tensor) 
     return 0.5 * (variance_ratio + mean_term - 1.0 - torch.log(variance_ratio)).sum(-1)
 
 
-def positive_scale(raw: Tensor, minimum: float = 1e-4) -> Tensor:
-    """Map an unconstrained network output to a positive scale (softplus plus a floor)."""
-    return F.softplus(raw) + minimum
+SCALE_LINKS = ("softplus", "exp")
+
+
+def positive_scale(raw: Tensor, minimum: float = 1e-4, link: str = "softplus") -> Tensor:
+    """Map an unconstrained network output to a positive scale: softplus (or exp, as Burda et
+    al. 2016 do) plus a floor."""
+    return (torch.exp(raw) if link == "exp" else F.softplus(raw)) + minimum
+
+
+def check_scale_link(link: str, key: str) -> None:
+    """Refuse a scale link other than softplus or exp, naming the config key."""
+    if link not in SCALE_LINKS:
+        raise ValueError(f"{key} must be {' or '.join(SCALE_LINKS)}, got {link!r}")
 
 
 def bernoulli_log_prob(logits: Tensor, x: Tensor) -> Tensor:

@@ -168,6 +168,7 @@ class DatasetRecord(Record):
     name = Key[str]()
     binarization = Key[str]()
     merge_valid = Key[bool]()
+    holdout = Key[int]()  # train and valid pooled, the last N images held out to validate
     split_sizes = Key[dict[str, int]]()
 
 

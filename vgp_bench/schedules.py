@@ -20,6 +20,33 @@ def constant(step: int) -> float:
     return 1.0
 
 
+def stage_of_epoch(epoch: int, stages: int, growth: int = 3) -> int:
+    """The stage (0-based) that `epoch` (0-based) falls in when stage i lasts growth^i epochs;
+    epochs past the last stage stay in it."""
+    stage, stage_end = 0, 1
+    while epoch >= stage_end and stage < stages - 1:
+        stage += 1
+        stage_end += growth**stage
+    return stage
+
+
+def burda_stages(
+    step: int, steps_per_epoch: int, stages: int = 8, growth: int = 3, decay_stages: int = 7
+) -> float:
+    """round(10^(1 - i / 7), 1) in stage i of 3^i epochs (i = 0..7, 3280 epochs in all): the
+    staged step sizes of Burda et al. (2016), 1e-4 times this factor (10, 7.2, 5.2, ..., 1).
+
+    `steps_per_epoch` is filled in by the runner from the training split and batch size.
+    """
+    stage = stage_of_epoch(step // steps_per_epoch, stages, growth)
+    return round(10.0 ** (1.0 - stage / decay_stages), 1)
+
+
+def total_stage_epochs(stages: int = 8, growth: int = 3) -> int:
+    """Epochs of all stages together: (3^8 - 1) / 2 = 3280 for Burda et al.'s schedule."""
+    return sum(growth**stage for stage in range(stages))
+
+
 class StepSizeSchedule:
     """Sets each parameter group's step size to base * factor(t) before update t.
 

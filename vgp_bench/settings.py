@@ -88,6 +88,7 @@ TRAINER_RULES: dict[str, Rule] = {
     "trainer.batch_size": integer(1),
     "trainer.n_samples": integer(1),
     "trainer.drop_last": boolean,
+    "trainer.shuffle": boolean,
     "trainer.log_every": integer(1),
     "trainer.checkpoint_every": integer(1),
     "trainer.valid_samples": integer(0),

@@ -130,7 +130,7 @@ class Trainer:
         cfg, state, train_split = self.trainer_cfg, self.state, self.parts.data.train
         batch_size, drop_last = int(cfg.batch_size), bool(cfg.drop_last)
         log_every = int(cfg.log_every)
-        order = train_split.epoch_order(state.epoch, int(self.cfg.seed))
+        order = train_split.epoch_order(state.epoch, int(self.cfg.seed), bool(cfg.shuffle))
         batches = train_split.batch_indices(batch_size, order, state.batch_in_epoch, drop_last)
         n_batches = train_split.batch_count(batch_size, drop_last)
         window = LoggingWindow(self.parts.device)

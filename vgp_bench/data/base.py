@@ -71,8 +71,18 @@ class ImageSplit:
         probabilities = selected.float().div_(255.0)
         return torch.bernoulli(probabilities, generator=generator)
 
-    def epoch_order(self, epoch: int, seed: int) -> Tensor:
-        """The shuffled order of one epoch: a function of (seed, epoch) only, so resume is exact."""
+    def pixel_means(self) -> Tensor:
+        """The mean image in [0, 1], `[C, H, W]` float32: of the grey levels / 255 for a dynamic
+        split (each pixel's Bernoulli probability), of the binary images for a fixed one."""
+        total = self.images.sum(0, dtype=torch.float64)  # [C, H, W]
+        scale = 255.0 if self.dynamic else 1.0
+        return (total / (scale * max(len(self), 1))).float()
+
+    def epoch_order(self, epoch: int, seed: int, shuffle: bool = True) -> Tensor:
+        """The order of one epoch: shuffled as a function of (seed, epoch) only, so resume is
+        exact; or, with `shuffle=False`, the stored order every epoch."""
+        if not shuffle:
+            return torch.arange(len(self))
         order_generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
         return torch.randperm(len(self), generator=order_generator)
 

@@ -147,6 +147,13 @@ def read_mnist_h5(path: Path) -> tuple[dict[str, Any], dict[str, SplitArrays]]:
 # ---------------------------------------------------------------------------------- loader
 
 
+def binarize_once(grey: np.ndarray, eval_binarization_seed: int, split: str) -> np.ndarray:
+    """One Bernoulli draw of an evaluation split's grey levels (dynamic binarization's valid
+    and test), with the split's seed `3 * eval_binarization_seed + split index`."""
+    seed = split_seed(eval_binarization_seed, split)
+    return bernoulli_binarize(torch.from_numpy(np.ascontiguousarray(grey)), seed).numpy()
+
+
 def to_images(array: np.ndarray) -> torch.Tensor:
     """uint8 [N, 28, 28] numpy to a uint8 tensor [N, 1, 28, 28]."""
     return torch.from_numpy(np.ascontiguousarray(array)).unsqueeze(1)
@@ -159,17 +166,25 @@ def load_mnist(
     path: str | None = None,
     eval_binarization_seed: int = DEFAULT_EVAL_BINARIZATION_SEED,
     subset: int | None = None,
+    holdout: int | None = None,
 ) -> DatasetBundle:
     """Binarized MNIST from data/mnist.h5 as in-memory splits of uint8 `[N, 1, 28, 28]`.
 
     `fixed`: every split is the file's fixed binary draw. `dynamic`: train holds grey levels
     binarized afresh at every draw; valid and test are binarized once with torch seed
     `3 * eval_binarization_seed + split index` (valid 1, test 2). `merge_valid` appends valid
-    to train (valid becomes None). `subset` keeps the first N images of each split. A relative
-    `path` is taken inside `data_dir`.
+    to train (valid becomes None). `holdout` N pools train and valid (MNIST's 60,000 training
+    images in their order) and holds out the last N as the validation split, as Burda et al.
+    (2016) do with N = 400. `subset` keeps the first N images of each split. A relative `path`
+    is taken inside `data_dir`.
     """
     check_binarization(binarization)
     check_subset(subset)
+    if holdout is not None and (merge_valid or isinstance(holdout, bool) or holdout < 1):
+        raise ValueError(
+            "dataset.holdout must be a positive number of images (with merge_valid=false), "
+            f"got holdout={holdout!r}, merge_valid={merge_valid}"
+        )
     file = Path(data_dir) / (path if path is not None else FILE_NAME)
     if not file.is_file():
         out_option = "" if path is None else f" --out {file}"
@@ -184,20 +199,31 @@ def load_mnist(
             "dynamically: use binarization=fixed, or rebuild it with `vgp-data mnist --force`"
         )
 
+    pooled = merge_valid or holdout is not None  # valid is training data (all or in part)
     images: dict[str, np.ndarray] = {}
     for split, arrays in splits.items():
-        if dynamic and (split == "train" or (merge_valid and split == "valid")):
+        if dynamic and (split == "train" or (pooled and split == "valid")):
             images[split] = arrays.grey  # binarized at every draw
         elif dynamic:
-            grey = torch.from_numpy(arrays.grey)
-            seed = split_seed(eval_binarization_seed, split)
-            images[split] = bernoulli_binarize(grey, seed).numpy()
+            images[split] = binarize_once(arrays.grey, eval_binarization_seed, split)
         else:
             images[split] = arrays.binary
     labels = {split: arrays.labels for split, arrays in splits.items()}
-    if merge_valid:
+    if pooled:
         images["train"] = np.concatenate([images["train"], images.pop("valid")])
         labels["train"] = np.concatenate([labels["train"], labels.pop("valid")])
+    if holdout is not None:
+        if holdout >= len(images["train"]):
+            raise ValueError(
+                f"dataset.holdout={holdout} leaves no training images (train and valid hold "
+                f"{len(images['train'])})"
+            )
+        held_out = images["train"][-holdout:]
+        images["valid"] = (
+            binarize_once(held_out, eval_binarization_seed, "valid") if dynamic else held_out
+        )
+        labels["valid"] = labels["train"][-holdout:]
+        images["train"], labels["train"] = images["train"][:-holdout], labels["train"][:-holdout]
 
     image_splits = {
         split: ImageSplit(
@@ -214,6 +240,7 @@ def load_mnist(
         "name": "mnist",
         "binarization": binarization,
         "merge_valid": merge_valid,
+        "holdout": holdout,
         "split_sizes": bundle.split_sizes(),
         "subset": subset,
         "path": str(file.resolve()),

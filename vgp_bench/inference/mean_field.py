@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from vgp_bench.distributions import LOG_2PI, positive_scale
+from vgp_bench.distributions import LOG_2PI, check_scale_link, positive_scale
 from vgp_bench.inference.base import LogJoint, SiteSample, SiteSpec, VariationalHead
-from vgp_bench.nets import mlp
+from vgp_bench.nets import initialize, mlp
 
 
 class MeanFieldHead(VariationalHead):
@@ -21,10 +21,15 @@ class MeanFieldHead(VariationalHead):
         hidden_dims: Sequence[int] = (),
         activation: str = "tanh",
         min_scale: float = 1e-4,
+        scale_link: str = "softplus",
+        init: str = "default",
     ) -> None:
         super().__init__(spec)
+        check_scale_link(scale_link, "inference.scale_link")
         self.parameter_net = mlp(spec.context_dim, hidden_dims, 2 * spec.z_dim, activation)
+        initialize(self.parameter_net, init, "inference.init")
         self.min_scale = min_scale
+        self.scale_link = scale_link
 
     def forward(
         self,
@@ -34,7 +39,7 @@ class MeanFieldHead(VariationalHead):
         log_joint: LogJoint | None = None,  # not needed: z does not depend on p
     ) -> SiteSample:
         mean, raw_scale = self.parameter_net(context).chunk(2, dim=-1)  # [B, D] or [S, B, D]
-        scale = positive_scale(raw_scale, self.min_scale)
+        scale = positive_scale(raw_scale, self.min_scale, self.scale_link)
         batch_shape = mean.shape[-2:] if mean.dim() == 2 else mean.shape[1:]
         noise = torch.randn(
             (n_samples, *batch_shape), generator=generator, device=mean.device, dtype=mean.dtype

@@ -44,6 +44,10 @@ class LatentVariableModel(nn.Module, ABC):
     ) -> Tensor:
         """Bernoulli means of p(x | z) for one z ~ q(z | x), `[B, C, H, W]`."""
 
+    def start_from_data(self, pixel_means: Tensor) -> None:
+        """Set data-dependent starting values from the training split's mean image `[C, H, W]`
+        (in [0, 1]); the default model has none."""
+
     def latent_groups(self, site: str) -> dict[str, int]:
         """Named consecutive slices of one draw of `site`'s z, `{name: size}`, for statistics."""
         return {site: self.sites[site].z_dim}

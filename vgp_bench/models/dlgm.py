@@ -11,14 +11,17 @@ from torch import Tensor, nn
 from vgp_bench.distributions import (
     bernoulli_log_prob,
     check_binary,
+    check_scale_link,
     normal_log_prob,
     positive_scale,
     standard_normal_log_prob,
 )
 from vgp_bench.inference.base import SiteSample, SiteSpec
 from vgp_bench.models.base import LatentVariableModel
-from vgp_bench.nets import mlp, output_dim
+from vgp_bench.nets import initialize, mlp, output_dim
 from vgp_bench.trace import Trace
+
+OUTPUT_BIAS_STARTS = ("zero", "train_mean")
 
 
 class DLGM(LatentVariableModel):
@@ -38,8 +41,18 @@ class DLGM(LatentVariableModel):
         hidden_dims: Sequence[Sequence[int]] = ((200, 200),),
         activation: str = "tanh",
         min_scale: float = 1e-4,
+        scale_link: str = "softplus",
+        init: str = "default",
+        output_bias: str = "zero",
     ) -> None:
         super().__init__(x_shape)
+        check_scale_link(scale_link, "model.scale_link")
+        if output_bias not in OUTPUT_BIAS_STARTS:
+            raise ValueError(
+                f"model.output_bias must be {' or '.join(OUTPUT_BIAS_STARTS)}, got {output_bias!r}"
+            )
+        self.scale_link = scale_link
+        self.output_bias = output_bias
         if len(latent_dims) != len(hidden_dims) or not latent_dims:
             raise ValueError(
                 f"model.latent_dims ({list(latent_dims)}) and model.hidden_dims "
@@ -67,6 +80,7 @@ class DLGM(LatentVariableModel):
             )
             for layer in range(len(self.latent_dims) - 1)
         )
+        initialize(self, init, "model.init")
         self.sites = {
             "z": SiteSpec(
                 context_dim=context_dim, z_dim=sum(self.latent_dims), offers_log_joint=True
@@ -80,6 +94,14 @@ class DLGM(LatentVariableModel):
             width = output_dim(width, hidden)
             total += width
         return total
+
+    def start_from_data(self, pixel_means: Tensor) -> None:
+        """`output_bias=train_mean`: the output layer's bias starts at the logits of the
+        training mean, clipped to [0.001, 0.999] (Burda et al. 2016); `zero` changes nothing."""
+        if self.output_bias == "train_mean":
+            logits = torch.logit(pixel_means.flatten().clamp(0.001, 0.999))  # [P]
+            with torch.no_grad():
+                self.likelihood_net[-1].bias.copy_(logits)
 
     def latent_groups(self, site: str) -> dict[str, int]:
         """The stochastic layers of the joint site: z1 (next to x), z2, ..."""
@@ -99,7 +121,7 @@ class DLGM(LatentVariableModel):
         for layer, net in enumerate(self.conditional_nets):
             mean, raw_scale = net(latents[layer + 1]).chunk(2, dim=-1)
             total = total + normal_log_prob(
-                latents[layer], mean, positive_scale(raw_scale, self.min_scale)
+                latents[layer], mean, positive_scale(raw_scale, self.min_scale, self.scale_link)
             )
         return total
 
@@ -145,7 +167,7 @@ class DLGM(LatentVariableModel):
         for layer in reversed(range(len(self.conditional_nets))):
             mean, raw_scale = self.conditional_nets[layer](z).chunk(2, dim=-1)
             noise = torch.randn(mean.shape, generator=generator, device=device)
-            z = mean + positive_scale(raw_scale, self.min_scale) * noise
+            z = mean + positive_scale(raw_scale, self.min_scale, self.scale_link) * noise
         return torch.sigmoid(self.likelihood_net(z)).reshape(n, *self.x_shape)
 
     def reconstruct(

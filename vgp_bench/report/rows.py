@@ -50,6 +50,7 @@ class Setting:
     test_examples: int
     config: tuple[tuple[str, str], ...]
     structure: str | None = None  # a VGP's outputs, prior mean and m (metrics "structure")
+    holdout: int | None = None  # dataset.holdout: train+valid pooled, the last N validate
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ def setting_of(run: Run) -> Setting:
         test_examples=int(test_examples),
         config=config,
         structure=structure_of(run.folder, record),
+        holdout=dataset.holdout,
     )
 
 
@@ -141,6 +143,8 @@ def format_seeds(runs: Sequence[Run]) -> str:
 
 
 def format_data(setting: Setting) -> str:
+    if setting.holdout:
+        return f"{setting.binarization}, train+valid less the last {setting.holdout}"
     return setting.binarization + (", train+valid" if setting.merge_valid else "")
 
 

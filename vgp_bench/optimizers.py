@@ -1,0 +1,116 @@
+"""Optimizers the runner adds to torch's: Adam as Burda et al. (2016) ran it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+from torch import Tensor
+
+
+class BurdaAdam(torch.optim.Optimizer):
+    """Adam as the IWAE code of Burda et al. (2016) computes it (their `optimizers.Adam`).
+
+    It differs from Kingma & Ba's Adam (torch.optim.Adam) in four ways, each kept here:
+    - the second-moment estimates start at `initial_second_moment` (ones), not zeros;
+    - `eps` (1e-4) is added to sqrt(v) and the bias correction is folded into the step size,
+      alpha_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t), with t counting from 1;
+    - beta1 = 0.99 in their code (their paper says 0.9; the config states which it follows);
+    - with `lagged=True`, the update of step t uses the moments *before* step t's gradient
+      enters them: Theano evaluates every update of a step from the old values of its shared
+      variables, so their parameter update reads m_{t-1} and v_{t-1} (the first step moves
+      nothing, since m_0 = 0). `lagged=False` uses m_t and v_t as the textbook rule does.
+
+    Their gradient is of the minibatch's *sum* of bounds, where the runner's objective is the
+    mean: `gradient_scale` (the batch size, for their protocol) multiplies each gradient before
+    it enters the moments. Adam is blind to that scale except through `eps` and the ones that v
+    starts at, which is why it is kept.
+
+    The step size `lr` may change between steps (the staged schedule); t keeps counting.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.99, 0.999),
+        eps: float = 1e-4,
+        initial_second_moment: float = 1.0,
+        lagged: bool = True,
+        gradient_scale: float = 1.0,
+    ) -> None:
+        if lr <= 0 or eps < 0 or initial_second_moment < 0 or gradient_scale <= 0:
+            raise ValueError(
+                "BurdaAdam needs lr > 0, eps >= 0, initial_second_moment >= 0 and "
+                f"gradient_scale > 0, got lr={lr}, eps={eps}, "
+                f"initial_second_moment={initial_second_moment}, gradient_scale={gradient_scale}"
+            )
+        if not all(0.0 <= beta < 1.0 for beta in betas):
+            raise ValueError(f"BurdaAdam needs betas in [0, 1), got {list(betas)}")
+        defaults = {
+            "lr": lr,
+            "betas": tuple(betas),
+            "eps": eps,
+            "initial_second_moment": initial_second_moment,
+            "lagged": lagged,
+            "gradient_scale": gradient_scale,
+        }
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure=None):  # type: ignore[no-untyped-def, override]
+        """One update of every parameter with a gradient."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            for p in params:
+                state = self.state[p]
+                if not state:
+                    state["step"] = torch.zeros((), dtype=torch.float64)
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.full_like(
+                        p, float(group["initial_second_moment"]),
+                        memory_format=torch.preserve_format,
+                    )  # fmt: skip
+            states = [self.state[p] for p in params]
+            grads = [p.grad for p in params]
+            if group["gradient_scale"] != 1.0:
+                grads = torch._foreach_mul(grads, float(group["gradient_scale"]))
+            first = [s["exp_avg"] for s in states]  # m
+            second = [s["exp_avg_sq"] for s in states]  # v
+            beta1, beta2 = group["betas"]
+            timestep = float(states[0]["step"]) + 1.0  # t, from 1 (all parameters step together)
+            step_size = (
+                float(group["lr"]) * math.sqrt(1.0 - beta2**timestep) / (1.0 - beta1**timestep)
+            )
+            if group["lagged"]:
+                self._move(params, first, second, step_size, float(group["eps"]))
+            torch._foreach_mul_(first, beta1)
+            torch._foreach_add_(first, grads, alpha=1.0 - beta1)
+            torch._foreach_mul_(second, beta2)
+            torch._foreach_addcmul_(second, grads, grads, value=1.0 - beta2)
+            if not group["lagged"]:
+                self._move(params, first, second, step_size, float(group["eps"]))
+            for s in states:
+                s["step"] += 1.0
+        return loss
+
+    @staticmethod
+    def _move(
+        params: list[Tensor],
+        first: list[Tensor],
+        second: list[Tensor],
+        step_size: float,
+        eps: float,
+    ) -> None:
+        """theta -= step_size * m / (sqrt(v) + eps): descent on the loss (their code ascends
+        the bound with the bound's gradient, the same move)."""
+        denominators = torch._foreach_sqrt(second)
+        torch._foreach_add_(denominators, eps)
+        torch._foreach_addcdiv_(params, first, denominators, value=-step_size)
