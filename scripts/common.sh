@@ -31,3 +31,29 @@ collect_and_report() {
   run_tool vgp-report vgp_bench.report "$results/runs" --format csv >"$results/table.csv"
   cat "$results/table.md"
 }
+
+# train_runs EXTRA...: train each "name|overrides" line on stdin into $study_dir/name (vgp-train
+# with the overrides, then EXTRA), $jobs at once; a finished run is skipped, a stopped one
+# resumes from its last checkpoint
+train_runs() {
+  local running=0 line
+  mkdir -p "$study_dir"
+  while IFS= read -r line; do
+    train_run "$line" "$@" &
+    running=$((running + 1))
+    if ((running >= jobs)); then wait -n || true; running=$((running - 1)); fi
+  done
+  wait
+}
+
+train_run() {  # name|overrides EXTRA...
+  local name=${1%%|*} overrides=${1#*|} folder="$study_dir/${1%%|*}"
+  shift
+  if grep -qs '"status": "finished"' "$folder/metrics.json"; then
+    echo "study: $name finished already"; return 0
+  fi
+  echo "study: training $name in $folder"
+  # shellcheck disable=SC2086
+  run_tool vgp-train vgp_bench.train $overrides "$@" trainer.progress=false \
+    "hydra.run.dir=$folder" >"$folder.stdout.log" 2>&1 || echo "study: $name stopped (see $folder.stdout.log)"
+}

@@ -34,28 +34,7 @@ runs() {
 
 selected_runs() { runs | awk -F'|' -v pattern="$selected" '$1 ~ pattern'; }
 
-finished() { grep -q '"status": "finished"' "$1/metrics.json" 2>/dev/null; }
-
-train_one() {
-  local name=$1 overrides=$2
-  local folder="$study_dir/$name"
-  if finished "$folder"; then echo "$name: finished"; return 0; fi
-  echo "$name: training in $folder"
-  # shellcheck disable=SC2086
-  run_tool vgp-train vgp_bench.train $overrides data_dir="$data_dir" hydra.run.dir="$folder" \
-    trainer.progress=false >"$folder.out" 2>&1 || echo "$name: stopped (see $folder.out)"
-}
-
-train() {
-  mkdir -p "$study_dir"
-  local running=0 name overrides
-  while IFS='|' read -r name overrides; do
-    train_one "$name" "$overrides" &
-    running=$((running + 1))
-    if ((running >= jobs)); then wait -n || true; running=$((running - 1)); fi
-  done < <(selected_runs)
-  wait
-}
+train() { selected_runs | train_runs "data_dir=$data_dir"; }
 
 report() { collect_and_report burda_ "$results_dir"; }
 

@@ -202,6 +202,38 @@ def test_merge_valid_and_subset(built):
     assert torch.equal(small.test.images, full.test.images[:3])
 
 
+def test_holdout_pools_train_and_valid_and_holds_out_the_last_images(built):
+    """Burda et al.'s split: the 60k training images (train + valid, in order) less the last N,
+    which validate; dynamic binarization keeps training grey and binarizes the held-out
+    images once with the validation seed."""
+    data_dir, content = built
+    pooled_labels = np.concatenate([content[0][1], content[1][1]])  # 16 images
+    fixed = mnist.load_mnist(str(data_dir), holdout=3)
+    assert fixed.split_sizes() == {"train": 13, "valid": 3, "test": 5}
+    assert torch.equal(fixed.train.labels, torch.from_numpy(pooled_labels[:13]))
+    assert torch.equal(fixed.valid.labels, torch.from_numpy(pooled_labels[13:]))
+    plain = mnist.load_mnist(str(data_dir))
+    pooled_binary = torch.cat([plain.train.images, plain.valid.images])
+    assert torch.equal(fixed.train.images, pooled_binary[:13])
+    assert torch.equal(fixed.valid.images, pooled_binary[13:])
+    assert fixed.info["holdout"] == 3
+
+    dynamic = mnist.load_mnist(str(data_dir), binarization="dynamic", holdout=3)
+    _, arrays = mnist.read_mnist_h5(data_dir / "mnist.h5")
+    grey = torch.from_numpy(np.concatenate([arrays["train"].grey, arrays["valid"].grey]))
+    grey = grey.unsqueeze(1)  # [16, 1, 28, 28]
+    assert dynamic.train.dynamic and torch.equal(dynamic.train.images, grey[:13])
+    expected_valid = bernoulli_binarize(grey[13:], mnist.split_seed(12345, "valid"))
+    assert not dynamic.valid.dynamic and torch.equal(dynamic.valid.images, expected_valid)
+    means = dynamic.train.pixel_means()
+    assert torch.allclose(means.double(), grey[:13].double().mean(0) / 255, atol=1e-7)
+
+    with pytest.raises(ValueError, match=r"dataset\.holdout"):
+        mnist.load_mnist(str(data_dir), holdout=3, merge_valid=True)
+    with pytest.raises(ValueError, match="leaves no training images"):
+        mnist.load_mnist(str(data_dir), holdout=16)
+
+
 def test_checksum_mismatch_is_refused_and_leaves_no_file(tmp_path, vgp_data, tiny_pickle, capsys):
     path, _, _ = tiny_pickle
     data_dir = tmp_path / "data"

@@ -12,6 +12,7 @@ from torch import nn
 from tests.linear_gaussian import LinearGaussianModel
 from vgp_bench.distributions import normal_log_prob
 from vgp_bench.estimators import importance_weighted_log_likelihood
+from vgp_bench.gp.conditional import DenseOutputs, affine_projector, affine_weights
 from vgp_bench.inference.base import SiteSpec
 from vgp_bench.inference.vgp import (
     VGPHead,
@@ -83,13 +84,60 @@ def test_linear_warp_control_is_the_gaussian_whatever_the_gp():
     assert stats["nonlinear_warp_share"] < 1e-12 and stats["variance_dispersion"] < 1e-12
     assert stats["warp_share"] == pytest.approx(100.0, rel=0.1)  # s^2 / sigma^2 over 200 draws
     assert abs(stats["total_correlation"]) < 1e-9  # a diagonal warp: mean-field exactly
-    with pytest.raises(ValueError, match="warp=linear"):
-        make_head(spec, warp="linear")  # zero prior mean: nothing left to warp
+    with pytest.raises(ValueError, match=r"warp=linear under the zero prior mean"):
+        make_head(spec, warp="linear", mean_field_scale="gp", objective="hierarchical")
     label = family_structure(
         {"outputs": "global", "prior_mean": "identity", "warp": "linear"}
         | {"mean_field_scale": "tied", "noise_ratio": 0.1}
     )
     assert label == "no GP (linear warp), identity mean, sigma=0.1 s"
+
+
+def test_the_affine_projector_is_the_least_squares_fit_of_the_outputs():
+    generator = torch.Generator().manual_seed(5)
+    inputs = torch.randn(40, 3, generator=generator, dtype=torch.float64)  # S [M, c]
+    outputs = torch.randn(2, 40, 4, generator=generator, dtype=torch.float64)  # T [B, M, d]
+    query = torch.randn(6, 2, 3, generator=generator, dtype=torch.float64)  # xi [S, B, c]
+    projector = affine_projector(inputs, ridge=0.0)  # [c + 1, M]
+    mean = DenseOutputs(outputs).mean(affine_weights(projector, query))  # [S, B, d]
+    design = torch.cat([inputs, torch.ones(40, 1, dtype=torch.float64)], dim=-1)
+    for example in range(2):
+        coefficients = torch.linalg.lstsq(design, outputs[example]).solution  # [c + 1, d]
+        expected = torch.cat([query[:, example], torch.ones(6, 1, dtype=torch.float64)], -1)
+        torch.testing.assert_close(mean[:, example], expected @ coefficients, rtol=1e-10, atol=0)
+    # an affine T is reproduced exactly, and the default ridge (1e-6 of the diagonal) is small
+    slope, offset = torch.randn(3, 4, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
+    affine_outputs = DenseOutputs(inputs @ slope + offset)
+    fitted = affine_outputs.mean(affine_weights(affine_projector(inputs), query))
+    torch.testing.assert_close(fitted, query @ slope + offset, rtol=0, atol=1e-4)
+
+
+def test_the_paper_forms_twin_takes_the_gp_out_of_the_same_variational_data():
+    """warp=linear under the zero prior mean: E[f | xi] is the affine fit of the dense T(h) on
+    S, Var[f | xi] = 0, so q(z | x) is Gaussian (no nonlinear warp), from the same S and T(h)
+    as the paper's form with the same seed."""
+    spec = SiteSpec(context_dim=6, z_dim=5)
+    options = {"outputs": "dense", "init_output_spread": 1.0}
+    twin = make_head(spec, warp="linear", **options).double()
+    paper = make_head(spec, **options).double()
+    assert twin.state_dict().keys() == paper.state_dict().keys()
+    for name, value in twin.state_dict().items():
+        assert torch.equal(value, paper.state_dict()[name]), name
+    context = torch.randn(7, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    xi = torch.randn(30, 7, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    with torch.no_grad():
+        data = twin.prepare(context)
+        mean, variance = twin.f_mean_variance(data, xi)
+    assert not variance.any()
+    expected = data.outputs.mean(affine_weights(affine_projector(data.inputs), xi))
+    torch.testing.assert_close(mean, expected)
+    twin_stats = twin.diagnostics(context, 200, torch.Generator().manual_seed(2))
+    paper_stats = paper.diagnostics(context, 200, torch.Generator().manual_seed(2))
+    assert twin_stats["nonlinear_warp_share"] < 1e-10 < paper_stats["nonlinear_warp_share"]
+    label = family_structure(
+        {"outputs": "dense", "prior_mean": "zero", "warp": "linear", "variational_data_size": 500}
+    )
+    assert label == "dense T, no GP (affine fit), zero mean, m=500"
 
 
 def test_a_fixed_r_makes_the_control_the_vae_in_value_and_gradient():

@@ -36,6 +36,10 @@ class RunState:
     epoch_bound_sum: float = 0.0  # training bounds summed over this epoch's finite steps
     epoch_bound_count: int = 0
     epoch_end_pending: bool = False  # an epoch ended but its validation/images are not done
+    best_epoch: int = 0  # the epoch of best_valid_bound (best.pt); 0 before any validation
+    gain_reference: float = -math.inf  # early stopping: the bound at the last gain
+    epochs_without_gain: int = 0  # early stopping: epochs since a gain of min_delta
+    stop_reason: str | None = None  # early_stopping once it fired; else the budget decides
 
 
 def training_checkpoint(

@@ -30,6 +30,7 @@ RESUMABLE_KEYS = (
     "trainer.diagnostics_examples",
     "trainer.compile_mode",
     "trainer.gpu_memory_fraction",
+    "trainer.early_stopping.patience",
 )
 
 # Keys added to the configs after runs already existed: a run whose saved config lacks one
@@ -47,6 +48,9 @@ NEWER_KEYS: dict[str, Any] = {
     "trainer.init_model": None,
     "trainer.train_model": True,
     "trainer.shuffle": True,
+    "trainer.early_stopping.patience": None,
+    "trainer.early_stopping.min_delta": ANY,  # read only with a patience, newer itself
+    "eval.checkpoint": ANY,  # resumable: an older run's resume may set it
     "dataset.holdout": None,
     "model.scale_link": "softplus",
     "model.init": "default",
@@ -75,6 +79,8 @@ RESULT_KEYS = (
     "trainer.max_steps",
     "trainer.valid_samples",
     "trainer.valid_subset",
+    "trainer.early_stopping.patience",
+    "eval.checkpoint",
 )
 
 

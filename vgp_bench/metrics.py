@@ -131,7 +131,8 @@ class Evaluation(Record):
     aux_samples = Key[int]()  # written by older code
     per_example_file = Key[str]()
     step = Key[int]()  # the training step evaluated
-    checkpoint = Key[str]()  # vgp-eval: the checkpoint's file name
+    checkpoint = Key[str]()  # the checkpoint's file name (vgp-train: best.pt or the final step)
+    epoch = Key[int]()  # vgp-train: the epoch whose parameters were tested
     subset = Key[int]()  # vgp-eval: eval.subset
     evaluated_at = Key[str]()  # vgp-eval: when
     run_steps = Key[int]()  # vgp-eval: the run's steps when it evaluated
@@ -199,6 +200,8 @@ class RunRecord(Record):
     eval_at_epochs = Key[dict[str, dict[str, Any]]]()  # epoch -> EpochEvaluation's object
     nonfinite_skipped = Key[int]()
     world_size = Key[int]()
+    best_epoch = Key[int]()  # the epoch of the best validation bound (best.pt)
+    stop_reason = Key[str]()  # epochs | max_steps | early_stopping (set when training ended)
     resume_changes = Key[list[dict[str, Any]]]()  # [{step, changes: {key: [old, new]}}]
     # results
     test = RecordKey(Evaluation)  # the run's own final evaluation
@@ -234,6 +237,8 @@ class RunRecord(Record):
         self.update({"history": state.history, "eval_at_epochs": state.eval_at_epochs})
         self.nonfinite_skipped = state.nonfinite_total
         self.world_size = world_size
+        if state.best_epoch:
+            self.best_epoch = state.best_epoch
 
     def add_evaluation(self, evaluation: Evaluation) -> None:
         """Append a later evaluation (vgp-eval); it is `test` only when the run has none."""
@@ -273,7 +278,11 @@ def family_structure(inference: Any) -> str | None:
     outputs = inference.get("outputs")
     if outputs is None:
         return None
-    if inference.get("warp") == "linear":  # the control: the GP taken out
+    if inference.get("warp") == "linear" and inference.get("prior_mean") == "zero":
+        # the paper form's control: its variational data fitted by an affine map, no GP
+        words = [f"{outputs} T, no GP (affine fit)", "zero mean"]
+        words.append(f"m={inference.get('variational_data_size')}")
+    elif inference.get("warp") == "linear":  # the control: the GP taken out
         words = ["no GP (linear warp)", f"{inference.get('prior_mean')} mean"]
         if inference.get("mean_field_scale") == "tied":
             words.append(f"sigma={inference.get('noise_ratio')} s")

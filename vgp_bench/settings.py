@@ -89,6 +89,8 @@ TRAINER_RULES: dict[str, Rule] = {
     "trainer.n_samples": integer(1),
     "trainer.drop_last": boolean,
     "trainer.shuffle": boolean,
+    "trainer.early_stopping.patience": integer(1, optional=True),
+    "trainer.early_stopping.min_delta": number(),
     "trainer.log_every": integer(1),
     "trainer.checkpoint_every": integer(1),
     "trainer.valid_samples": integer(0),
@@ -115,6 +117,7 @@ EVAL_RULES: dict[str, Rule] = {
     "eval.subset": integer(1, optional=True),
     "eval.save_per_example": boolean,
     "eval.at_end": boolean,
+    "eval.checkpoint": one_of("auto", "final", "best"),
     "eval.seed": integer(),
 }
 

@@ -18,12 +18,14 @@ from tqdm import tqdm
 from vgp_bench.build import Components, build_components
 from vgp_bench.checkpoint import (
     RunState,
+    load_checkpoint,
     load_initial_model,
     restore_training,
     training_checkpoint,
 )
 from vgp_bench.diagnostics import head_diagnostics
 from vgp_bench.distributed import DistributedContext, init_distributed, shutdown_distributed
+from vgp_bench.early_stopping import EARLY_STOPPING, EarlyStopping, checkpoint_to_test
 from vgp_bench.eval_journal import EvaluationJournal
 from vgp_bench.evaluate import evaluate_components, evaluation_journal, format_summary
 from vgp_bench.failures import USER_ERRORS, NonFiniteTrainingError, log_failure, print_error
@@ -65,6 +67,14 @@ class Trainer:
         self.folder = RunFolder(Path(run_dir), self.context, hydra_files or {})
         self.training_step = TrainingStep(parts, cfg.trainer, int(cfg.seed), self.context)
         self.nonfinite = NonFinitePolicy(int(cfg.trainer.max_nonfinite))
+        self.early_stopping = EarlyStopping.from_config(cfg.trainer)
+        validates = parts.data.valid is not None and int(cfg.trainer.valid_samples) > 0
+        if self.early_stopping.enabled and not validates:
+            raise ConfigError(
+                "trainer.early_stopping needs the validation bound: this run has no validation "
+                "split or trainer.valid_samples=0"
+            )
+        self.test_checkpoint = checkpoint_to_test(cfg)
         self.state = RunState()
         self.steps_at_start = 0
         self.writer: Writer = NullWriter()
@@ -182,6 +192,7 @@ class Trainer:
                 if record.valid_bound > state.best_valid_bound:
                     self.save("best.pt")
                     state.best_valid_bound = record.valid_bound
+                    state.best_epoch = state.epoch
             if cfg.diagnostics_examples and parts.data.valid is not None and main:
                 statistics = head_statistics(parts, int(cfg.diagnostics_examples), self.cfg)
                 for name, value in statistics.items():
@@ -200,6 +211,15 @@ class Trainer:
             f"{k} {v:.3f}" for k, v in record.to_json().items() if k.endswith("bound")
         )
         self.log.info("epoch %d (step %d): %s", state.epoch, state.step, bounds)
+        if record.valid_bound is not None and self.early_stopping.observe(
+            state, record.valid_bound
+        ):
+            self.log.info(
+                "early stopping after epoch %d: %d epochs without a gain of %g nats in the "
+                "validation bound (best %.3f at epoch %d)",
+                state.epoch, state.epochs_without_gain, self.early_stopping.min_delta,
+                state.best_valid_bound, state.best_epoch,
+            )  # fmt: skip
 
     def final_evaluation(self) -> None:
         """The test evaluation at the end (unless the one recorded is of this very step)."""
@@ -211,17 +231,32 @@ class Trainer:
         test = self.folder.record.test
         current = test is not None and (step if test.step is None else test.step) == step
         if self.cfg.eval.at_end and (trained or not current):
+            tested = self.load_tested_parameters()
             self.log.info(
-                "evaluating on %s, %d samples", self.cfg.eval.split, self.cfg.eval.is_samples
-            )
+                "evaluating %s on %s, %d samples",
+                tested["checkpoint"], self.cfg.eval.split, self.cfg.eval.is_samples,
+            )  # fmt: skip
             journal = None
             if not self.context.enabled and os.access(path, os.W_OK):
                 journal = evaluation_journal(self.parts, self.cfg.eval, path, self.log)
             summary = final_test(self.parts, self.cfg, self.context, path, journal)
-            self.folder.record.test = Evaluation({**summary, "step": step})
+            self.folder.record.test = Evaluation({**summary, "step": step, **tested})
             if journal is not None:  # the result is in metrics.json before its journal goes
                 self.write_metrics("running")
                 journal.discard()
+
+    def load_tested_parameters(self) -> dict[str, Any]:
+        """Put the parameters the final test evaluates into the model and heads: best.pt's
+        (eval.checkpoint, with early stopping by default) or the final ones. What was loaded."""
+        best = self.folder.checkpoints / "best.pt"
+        if self.test_checkpoint == "best" and best.is_file():
+            checkpoint = load_checkpoint(best, map_location=self.parts.device)
+            self.parts.model.load_state_dict(checkpoint["model"])
+            self.parts.heads.load_state_dict(checkpoint["heads"])
+            return {"checkpoint": "best.pt", "epoch": self.state.best_epoch}
+        if self.test_checkpoint == "best":
+            self.log.warning("no checkpoints/best.pt (no validation yet): testing the final step")
+        return {"checkpoint": "final", "epoch": self.state.epoch}
 
     # -- the run's beginning and end ---------------------------------------------------------
     def start(self, plan: RunPlan) -> None:
@@ -237,7 +272,8 @@ class Trainer:
         self.steps_at_start = self.state.step
 
     def finish(self) -> dict[str, Any]:
-        """Record divergence and the finished status; the metrics."""
+        """Record divergence, why training ended and the finished status; the metrics."""
+        self.folder.record.stop_reason = self.stop_reason()
         self.folder.finish(self.parts.data.x_shape)
         self.write_metrics("finished")
         self.log.info("finished at step %d", self.state.step)
@@ -281,7 +317,18 @@ class Trainer:
         for name, grid in grids.items():
             self.writer.add_image(name, grid, self.state.step)
 
+    def stop_reason(self) -> str:
+        """Why training ended: early_stopping, max_steps or epochs."""
+        if self.state.stop_reason == EARLY_STOPPING:
+            return EARLY_STOPPING
+        max_steps = self.trainer_cfg.max_steps
+        return (
+            "max_steps" if max_steps is not None and self.state.step >= int(max_steps) else "epochs"
+        )
+
     def finished_training(self) -> bool:
+        if self.state.stop_reason == EARLY_STOPPING:
+            return True
         max_steps = self.trainer_cfg.max_steps
         if max_steps is not None and self.state.step >= int(max_steps):
             return True

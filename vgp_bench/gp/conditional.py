@@ -161,3 +161,23 @@ def conditional_mean_variance(
         return conditional_by_inverse(kernel, inputs, factor, outputs, query, min_variance)
     weights, variance = conditional_weights(kernel, inputs, factor, query, min_variance)
     return outputs.mean(weights), variance
+
+
+def affine_projector(inputs: Tensor, ridge: float = 1e-6) -> Tensor:
+    """P = (A^T A + lambda I)^{-1} A^T `[*I, c + 1, M]` for A = [S, 1] `[*I, M, c + 1]` and
+    lambda = `ridge` times the mean of A^T A's diagonal: [xi, 1] P T is the least-squares
+    affine fit of the outputs T on the inputs S at xi, what a GP with a linear kernel
+    interpolates (the paper form's variational data without the GP's nonlinearity)."""
+    design = torch.cat([inputs, torch.ones_like(inputs[..., :1])], dim=-1)  # A
+    gram = design.transpose(-1, -2) @ design  # [*I, c + 1, c + 1]
+    shift = ridge * gram.diagonal(dim1=-2, dim2=-1).mean(-1)  # [*I]
+    identity = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
+    factor = torch.linalg.cholesky(gram + shift[..., None, None] * identity)
+    return torch.cholesky_solve(design.transpose(-1, -2), factor)
+
+
+def affine_weights(projector: Tensor, query: Tensor) -> Tensor:
+    """w = P^T [xi, 1] `[*lead, M]` at each query `[*lead, c]`: the affine fit's mean is w^T T,
+    in the form of the GP's K_ss^{-1} k_sx (so every kind of outputs takes it)."""
+    augmented = torch.cat([query, torch.ones_like(query[..., :1])], dim=-1)  # [*lead, c + 1]
+    return batched_contract(augmented, projector)

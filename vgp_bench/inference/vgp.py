@@ -35,6 +35,8 @@ from vgp_bench.gp.conditional import (
     DenseOutputs,
     LowRankOutputs,
     VariationalOutputs,
+    affine_projector,
+    affine_weights,
     conditional_mean_variance,
 )
 from vgp_bench.gp.kernels import ARDKernel
@@ -83,10 +85,12 @@ class VGPHead(VariationalHead):
     - `hidden_dims`: an MLP on the context shared by the heads that make S(h), T(h), sigma(h);
       `aux_hidden_dims`: the MLPs of r;
     - `jitter` (relative to sigma^2_ard) grows x10 on a failed Cholesky up to `max_jitter`;
-    - `warp`: `gp` (the family) or `linear`, a control with the GP taken out (identity prior
-      mean only): E[f | xi] = m(h) + s(h) xi and Var[f | xi] = 0, so q(z | x) is the Gaussian
-      N(m(h), s(h)^2 + sigma(h)^2) drawn, weighted and bounded exactly as the VGP is. What the
-      VGP gains over it is what the GP adds; what it gains over the VAE is parametrization.
+    - `warp`: `gp` (the family) or `linear`, a control with the GP taken out. Under the
+      identity prior mean E[f | xi] = m(h) + s(h) xi; under the zero prior mean (the paper's
+      form) E[f | xi] = [xi, 1] beta(h), beta the least-squares affine fit of T(h) on S (what
+      a linear-kernel GP interpolates). Var[f | xi] = 0 in both, so q(z | x) is a Gaussian
+      drawn, weighted and bounded exactly as the VGP is, from the same parametrization. What
+      the VGP gains over it is what the GP adds; what it gains over the VAE is parametrization.
     - `aux_correction`: under the identity prior mean r(xi | x, z) is the exact inverse of the
       warp's linear part times a `learned` correction (its network), or that inverse alone
       (`none`): a diagnostic that separates what learning r does to training from the family.
@@ -138,10 +142,10 @@ class VGPHead(VariationalHead):
                 "inference.aux_correction=none (r fixed at the inverse of the linear warp) needs "
                 "prior_mean=identity and mean_field_scale=context or tied; use learned"
             )
-        if warp == "linear" and prior_mean != "identity":
+        if warp == "linear" and prior_mean == "zero" and mean_field_scale == "gp":
             raise ValueError(
-                "inference.warp=linear (the GP taken out) needs prior_mean=identity: under the "
-                "zero prior mean there is no warp left without the GP"
+                "inference.warp=linear under the zero prior mean needs mean_field_scale=context: "
+                "the affine fit has no GP to make the scale"
             )
         if aux_samples < 0 or variational_data_size < 1 or outputs_rank < 1:
             raise ValueError(
@@ -331,6 +335,8 @@ class VGPHead(VariationalHead):
         if self.scale_net is not None:
             scale = positive_scale(self.scale_net(features), self.min_scale)  # [*batch, D]
         data = VariationalData(context, inputs, cholesky, outputs, scale)
+        if self.warp == "linear" and self.prior_mean == "zero":
+            data.affine = affine_projector(inputs)  # P: [c + 1, M] or [*batch, c + 1, M]
         if self.prior_mean == "identity":
             data.location = self.location_net(features)  # [*batch, D]
             data.warp_scale = positive_scale(self.warp_scale_net(features), self.min_scale)
@@ -386,9 +392,12 @@ class VGPHead(VariationalHead):
 
     def f_mean_variance(self, data: VariationalData, xi: Tensor) -> tuple[Tensor, Tensor]:
         """Mean `[*lead, d_f]` and variance `[*lead, 1 or d_f]` of q(f | xi) (Eq. 4, prior mean)."""
-        if self.warp == "linear":  # the control: m + s xi exactly, no GP
-            assert data.location is not None and data.warp_scale is not None
-            linear = data.location + data.warp_scale * xi  # [*lead, D]
+        if self.warp == "linear":  # the control, no GP: m + s xi, or the affine fit of (S, T)
+            if data.affine is not None:
+                linear = data.outputs.mean(affine_weights(data.affine, xi))  # [*lead, d_f]
+            else:
+                assert data.location is not None and data.warp_scale is not None
+                linear = data.location + data.warp_scale * xi  # [*lead, D]
             return linear, torch.zeros_like(linear[..., :1])
         gp_mean, gp_variance = self.gp_moments(data, xi)
         gp_variance = gp_variance.unsqueeze(-1)  # [*lead, 1]

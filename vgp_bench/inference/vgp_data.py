@@ -22,3 +22,4 @@ class VariationalData:
     scale: Tensor | None  # mean-field sigma [*batch, D]; None when the GP outputs it
     location: Tensor | None = None  # identity prior mean: m(h) [*batch, D]
     warp_scale: Tensor | None = None  # identity prior mean: s(h) [*batch, D]
+    affine: Tensor | None = None  # warp=linear, zero prior mean: P [c + 1, M] or [*batch, c + 1, M]

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Study "convergence": the VAE, the VGP and their no-GP controls compared where the validation
+# curves have stopped. The Table 1 protocol (binarized MNIST, fixed binarization, 50k/10k/10k;
+# RMSProp with the paper's decay, batch 100), each run trained until the validation bound has
+# stopped improving: trainer.early_stopping with patience PATIENCE (50) epochs and min_delta
+# MIN_DELTA (0.5) nats (no epoch in the last 50 beat the bound of the last gain by 0.5 nats),
+# or the cap of CAP (1000) epochs. best.pt (the best validation bound) is tested once at the
+# end, S = 5000 on all 10,000 test images; nothing is chosen on the test set.
+#
+#   scripts/study_convergence.sh train    # train every run not yet finished (resumes exactly)
+#   scripts/study_convergence.sh report   # results/convergence/: table (md, csv), curves, configs
+#   scripts/study_convergence.sh all      # both
+#
+# Rows (seed 0 first; more seeds where a difference is within 3 standard errors of zero):
+#   dlgm1: the VAE, the project's VGP default and its control (the GP taken out);
+#   dlgm2: the VAE, the paper's VGP form (dense T(h), zero mean, m = 500) and its twin, the same
+#          variational data fitted by an affine map instead of the GP (inference.warp=linear).
+# RUNS=regex keeps the matching runs (default: all, in the order listed). JOBS (default 1) jobs
+# of THREADS (default 1) threads each at once, each in its own run folder under STUDY_DIR
+# (default outputs/studies/convergence); a job cut off by the end of a session resumes from its
+# last checkpoint when the script is run again.
+source "$(dirname "$0")/common.sh"
+
+stage=${1:-all}
+study_dir=${STUDY_DIR:-outputs/studies/convergence}
+results_dir=${RESULTS_DIR:-results/convergence}
+jobs=${JOBS:-1}
+data_dir=${DATA_DIR:-data}
+threads=${THREADS:-1}
+export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
+stopping="trainer.early_stopping.patience=${PATIENCE:-50}"
+stopping+=" trainer.early_stopping.min_delta=${MIN_DELTA:-0.5} trainer.epochs=${CAP:-1000}"
+
+# the project's VGP default (configs/inference/vgp.yaml) on the Table 1 protocol
+default_vgp="inference.prior_mean=identity inference.kernel_variance=0.01"
+default_vgp+=" inference.mean_field_scale=tied inference.noise_ratio=0.1 inference.outputs=global"
+
+# name | overrides, in the order they train: dlgm2's paper form and its twin first (the longest,
+# and the question the last study left open), then dlgm1
+runs() {
+  local seed
+  for seed in ${SEEDS:-0}; do
+    echo "dlgm2_vgp_paper_s$seed|experiment=table1_dlgm2_vgp seed=$seed"
+    echo "dlgm2_vgp_paper_affine_s$seed|experiment=table1_dlgm2_vgp inference.warp=linear seed=$seed"
+    echo "dlgm2_vae_s$seed|experiment=table1_dlgm2_vae seed=$seed"
+    echo "dlgm1_vae_s$seed|experiment=table1_dlgm1_vae seed=$seed"
+    echo "dlgm1_vgp_default_s$seed|experiment=table1_dlgm1_vgp $default_vgp seed=$seed"
+    echo "dlgm1_vgp_linear_s$seed|experiment=table1_dlgm1_vgp $default_vgp inference.warp=linear seed=$seed"
+  done
+}
+
+selected_runs() { runs | awk -F'|' -v pattern="${RUNS:-.}" '$1 ~ pattern'; }
+
+# shellcheck disable=SC2086
+train() { selected_runs | train_runs $stopping "data_dir=$data_dir"; }
+
+report() { collect_and_report dlgm "$results_dir"; }
+
+case $stage in
+  train) train ;;
+  report) report ;;
+  all) train; report ;;
+  *) echo "usage: $0 train|report|all" >&2; exit 2 ;;
+esac
