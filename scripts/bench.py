@@ -111,7 +111,6 @@ def make_trainer(overrides: list[str], device: str = "cpu") -> Trainer:
 
 def run_steps(trainer: Trainer, steps: int) -> float:
     """Seconds per step of `steps` more steps of the real loop (Trainer.run_epoch)."""
-    cfg = trainer.trainer_cfg
     device = trainer.parts.device
     floors.synchronize(device)
     started = time.perf_counter()
@@ -119,7 +118,7 @@ def run_steps(trainer: Trainer, steps: int) -> float:
     with tqdm(disable=True) as bar:
         while done < steps:
             before = trainer.state.step
-            cfg.max_steps = before + steps - done
+            trainer.max_steps = before + steps - done
             trainer.run_epoch({}, bar)
             done += trainer.state.step - before  # (an epoch ended: go on with the next)
     floors.synchronize(device)

@@ -347,10 +347,10 @@ def test_the_multi_tensor_update_trains_bit_for_bit_as_the_per_tensor_loop(
     tmp_path: Path, optimizer: str
 ) -> None:
     common = [*TINY, f"optim={optimizer}", "trainer.max_steps=5", "eval.at_end=false"]
-    cfg = compose_config(common)
+    cfg = compose_config([*common, "+optim.optimizer.foreach=true"])
     assert all(group["foreach"] for group in build_components(cfg).optimizer.param_groups)
     train(cfg, tmp_path / "foreach")
-    loop = compose_config([*common, "+optim.optimizer.foreach=false"])
+    loop = compose_config(common)  # the CPU default: the per-tensor loop
     assert not any(group["foreach"] for group in build_components(loop).optimizer.param_groups)
     train(loop, tmp_path / "loop")
     assert_same_parameters(tmp_path / "foreach", tmp_path / "loop")

@@ -60,7 +60,12 @@ def restore_training(parts: Components, checkpoint: dict[str, Any]) -> RunState:
     """Load parameters and optimizer from `checkpoint`; the loop's state to continue from."""
     parts.model.load_state_dict(checkpoint["model"])
     parts.heads.load_state_dict(checkpoint["heads"])
+    # `foreach` says how the update is computed, not what: this process's choice stands
+    foreach = [group.get("foreach") for group in parts.optimizer.param_groups]
     parts.optimizer.load_state_dict(checkpoint["optimizer"])
+    for group, choice in zip(parts.optimizer.param_groups, foreach, strict=True):
+        if "foreach" in group or choice is not None:
+            group["foreach"] = choice
     state = RunState(**checkpoint["state"])
     parts.schedule.apply(state.step)
     return state

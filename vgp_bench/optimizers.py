@@ -28,6 +28,8 @@ class BurdaAdam(torch.optim.Optimizer):
     starts at, which is why it is kept.
 
     The step size `lr` may change between steps (the staged schedule); t keeps counting.
+    `foreach` runs each operation over all parameters at once (None: on CUDA), else one tensor
+    at a time (faster on CPU, where a tensor's state stays in cache); the numbers are the same.
     """
 
     def __init__(
@@ -39,6 +41,7 @@ class BurdaAdam(torch.optim.Optimizer):
         initial_second_moment: float = 1.0,
         lagged: bool = True,
         gradient_scale: float = 1.0,
+        foreach: bool | None = None,
     ) -> None:
         if lr <= 0 or eps < 0 or initial_second_moment < 0 or gradient_scale <= 0:
             raise ValueError(
@@ -55,6 +58,7 @@ class BurdaAdam(torch.optim.Optimizer):
             "initial_second_moment": initial_second_moment,
             "lagged": lagged,
             "gradient_scale": gradient_scale,
+            "foreach": foreach,
         }
         super().__init__(params, defaults)
 
@@ -78,28 +82,52 @@ class BurdaAdam(torch.optim.Optimizer):
                         p, float(group["initial_second_moment"]),
                         memory_format=torch.preserve_format,
                     )  # fmt: skip
-            states = [self.state[p] for p in params]
-            grads = [p.grad for p in params]
-            if group["gradient_scale"] != 1.0:
-                grads = torch._foreach_mul(grads, float(group["gradient_scale"]))
-            first = [s["exp_avg"] for s in states]  # m
-            second = [s["exp_avg_sq"] for s in states]  # v
             beta1, beta2 = group["betas"]
-            timestep = float(states[0]["step"]) + 1.0  # t, from 1 (all parameters step together)
+            timestep = float(self.state[params[0]]["step"]) + 1.0  # t from 1, shared by all
             step_size = (
                 float(group["lr"]) * math.sqrt(1.0 - beta2**timestep) / (1.0 - beta1**timestep)
             )
-            if group["lagged"]:
-                self._move(params, first, second, step_size, float(group["eps"]))
-            torch._foreach_mul_(first, beta1)
-            torch._foreach_add_(first, grads, alpha=1.0 - beta1)
-            torch._foreach_mul_(second, beta2)
-            torch._foreach_addcmul_(second, grads, grads, value=1.0 - beta2)
-            if not group["lagged"]:
-                self._move(params, first, second, step_size, float(group["eps"]))
-            for s in states:
-                s["step"] += 1.0
+            foreach = group.get("foreach")  # absent from checkpoints of older code
+            if foreach is None:
+                foreach = params[0].is_cuda
+            scale = float(group.get("gradient_scale", 1.0))
+            settings = (beta1, beta2, step_size, float(group["eps"]), scale, bool(group["lagged"]))
+            if foreach:
+                self._update(params, [self.state[p] for p in params], *settings)
+            else:
+                for p in params:
+                    self._update([p], [self.state[p]], *settings)
         return loss
+
+    @classmethod
+    def _update(
+        cls,
+        params: list[Tensor],
+        states: list[dict],
+        beta1: float,
+        beta2: float,
+        step_size: float,
+        eps: float,
+        gradient_scale: float,
+        lagged: bool,
+    ) -> None:
+        """One step of `params` (each with a gradient) and their states, as one multi-tensor
+        operation per formula: called with all parameters or with one at a time."""
+        grads = [p.grad for p in params]
+        if gradient_scale != 1.0:
+            grads = torch._foreach_mul(grads, gradient_scale)
+        first = [s["exp_avg"] for s in states]  # m
+        second = [s["exp_avg_sq"] for s in states]  # v
+        if lagged:
+            cls._move(params, first, second, step_size, eps)
+        torch._foreach_mul_(first, beta1)
+        torch._foreach_add_(first, grads, alpha=1.0 - beta1)
+        torch._foreach_mul_(second, beta2)
+        torch._foreach_addcmul_(second, grads, grads, value=1.0 - beta2)
+        if not lagged:
+            cls._move(params, first, second, step_size, eps)
+        for s in states:
+            s["step"] += 1.0
 
     @staticmethod
     def _move(

@@ -75,6 +75,11 @@ class Trainer:
                 "split or trainer.valid_samples=0"
             )
         self.test_checkpoint = checkpoint_to_test(cfg)
+        # the budget, read once (the loop checks it every step; bench sets max_steps directly)
+        max_steps = cfg.trainer.max_steps
+        self.max_steps: int | None = None if max_steps is None else int(max_steps)
+        self.epochs = int(cfg.trainer.epochs)
+        self.checkpoint_every = int(cfg.trainer.checkpoint_every)
         self.state = RunState()
         self.steps_at_start = 0
         self.writer: Writer = NullWriter()
@@ -164,7 +169,7 @@ class Trainer:
                 for name, value in stats.extras.items():  # kernel, jitter and the like
                     self.writer.add_scalar(f"heads/{name}", float(value), state.step)
                 bar.set_postfix(bound=f"{values['bound']:.2f}", refresh=False)
-            if stats.finite and state.step % int(cfg.checkpoint_every) == 0:
+            if stats.finite and state.step % self.checkpoint_every == 0:
                 self.save()
             if stats.stop or (self.finished_training() and state.batch_in_epoch < n_batches):
                 return False, stats.stop  # stopped inside the epoch (a step budget ending on
@@ -321,24 +326,21 @@ class Trainer:
         """Why training ended: early_stopping, max_steps or epochs."""
         if self.state.stop_reason == EARLY_STOPPING:
             return EARLY_STOPPING
-        max_steps = self.trainer_cfg.max_steps
-        return (
-            "max_steps" if max_steps is not None and self.state.step >= int(max_steps) else "epochs"
-        )
+        return "max_steps" if self.step_budget_spent() else "epochs"
+
+    def step_budget_spent(self) -> bool:
+        return self.max_steps is not None and self.state.step >= self.max_steps
 
     def finished_training(self) -> bool:
-        if self.state.stop_reason == EARLY_STOPPING:
+        if self.state.stop_reason == EARLY_STOPPING or self.step_budget_spent():
             return True
-        max_steps = self.trainer_cfg.max_steps
-        if max_steps is not None and self.state.step >= int(max_steps):
-            return True
-        return self.state.epoch >= int(self.trainer_cfg.epochs)
+        return self.state.epoch >= self.epochs
 
     def steps_planned(self) -> int:
         cfg = self.trainer_cfg
         per_epoch = self.parts.data.train.batch_count(int(cfg.batch_size), bool(cfg.drop_last))
-        total = int(cfg.epochs) * per_epoch
-        return total if cfg.max_steps is None else min(total, int(cfg.max_steps))
+        total = self.epochs * per_epoch
+        return total if self.max_steps is None else min(total, self.max_steps)
 
     def fold_epoch_bound(self) -> None:
         """Move the on-device running sum into the saved state (a host sync, at saves only)."""
