@@ -12,6 +12,11 @@ run_tool() {
   else python3 -m "$module" "$@"; fi
 }
 
+# run_python ARGS...: the project's Python (.venv/bin/python, else python3)
+run_python() {
+  if [[ -x .venv/bin/python ]]; then .venv/bin/python "$@"; else python3 "$@"; fi
+}
+
 # collect_and_report PREFIX RESULTS [EXCLUDED...]: the runs under $study_dir named PREFIX* but not
 # EXCLUDED* (metrics.json and config, never checkpoints), their table (md, csv) and validation
 # curves

@@ -6,7 +6,8 @@
 # all 10,000 test images, against their 86.76.
 #
 #   scripts/study_calibration.sh train    # train every run not yet finished (resumes exactly)
-#   scripts/study_calibration.sh report   # results/calibration/: table (md, csv), curves, configs
+#   scripts/study_calibration.sh report   # results/calibration/: table (md, csv), curves, configs,
+#                                         # progress.md (each run's state, by stage)
 #   scripts/study_calibration.sh all      # both
 #
 # Runs (RUNS=regex keeps the matching ones): burda_dlgm1_vae_s0, the protocol itself; and
@@ -36,7 +37,11 @@ selected_runs() { runs | awk -F'|' -v pattern="$selected" '$1 ~ pattern'; }
 
 train() { selected_runs | train_runs "data_dir=$data_dir"; }
 
-report() { collect_and_report burda_ "$results_dir"; }
+report() {
+  collect_and_report burda_ "$results_dir"
+  # where each run stands, and the validation bound at the end of each of the 8 stages
+  run_python scripts/study_progress.py "$results_dir/runs" >"$results_dir/progress.md"
+}
 
 case $stage in
   train) train ;;

@@ -8,7 +8,8 @@
 # end, S = 5000 on all 10,000 test images; nothing is chosen on the test set.
 #
 #   scripts/study_convergence.sh train    # train every run not yet finished (resumes exactly)
-#   scripts/study_convergence.sh report   # results/convergence/: table (md, csv), curves, configs
+#   scripts/study_convergence.sh report   # results/convergence/: table (md, csv), curves, configs,
+#                                         # progress.md (each run's state and curve)
 #   scripts/study_convergence.sh all      # both
 #
 # Rows (seed 0 first; more seeds where a difference is within 3 standard errors of zero):
@@ -54,7 +55,11 @@ selected_runs() { runs | awk -F'|' -v pattern="${RUNS:-.}" '$1 ~ pattern'; }
 # shellcheck disable=SC2086
 train() { selected_runs | train_runs $stopping "data_dir=$data_dir"; }
 
-report() { collect_and_report dlgm "$results_dir"; }
+report() {
+  collect_and_report dlgm "$results_dir"
+  run_python scripts/study_progress.py "$results_dir/runs" --epochs 1,10,25,50,100,200,300,500,1000 \
+    >"$results_dir/progress.md"
+}
 
 case $stage in
   train) train ;;

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Study "draw": the paper's headline model at this machine's budget. DRAW with read/write
+# attention (64 glimpses, 2x2 read, 5x5 write) on binarized MNIST (fixed binarization,
+# 50k/10k/10k), RMSProp with the paper's decay, batch 100, trained for EPOCHS (default 10)
+# epochs with the mean-field VAE and with the VGP (the project's default; the paper's dense form
+# too with PAPER=1), equal epochs for both; the final parameters tested once with S = SAMPLES
+# (default 1000) importance samples on all 10,000 test images.
+#
+#   scripts/study_draw.sh train    # train every run not yet finished (resumes exactly)
+#   scripts/study_draw.sh report   # results/draw/: table (md, csv), curves, sample grids,
+#                                  # canvas sequences, configs
+#   scripts/study_draw.sh all      # both
+#
+# These are CPU runs of a few epochs: compare them with the paper's DRAW numbers (converged,
+# on a GPU) only as what they are. The end-of-run auxiliary gap of the VGP runs is measured on
+# AUX_GAP_EXAMPLES (default 100) test images (on DRAW each image has 64 sites). JOBS (default 1)
+# jobs of THREADS (default 1) threads each at once; RUNS=regex keeps the matching runs.
+source "$(dirname "$0")/common.sh"
+
+stage=${1:-all}
+study_dir=${STUDY_DIR:-outputs/studies/draw}
+results_dir=${RESULTS_DIR:-results/draw}
+jobs=${JOBS:-1}
+data_dir=${DATA_DIR:-data}
+threads=${THREADS:-1}
+export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
+budget="trainer.epochs=${EPOCHS:-10} eval.is_samples=${SAMPLES:-1000} eval.subset=null"
+budget+=" eval.aux_gap_examples=${AUX_GAP_EXAMPLES:-100} trainer.image_every=1"
+
+# the project's VGP default (configs/inference/vgp.yaml) in place of the paper's form
+default_vgp="inference.prior_mean=identity inference.kernel_variance=0.01"
+default_vgp+=" inference.mean_field_scale=tied inference.noise_ratio=0.1 inference.outputs=global"
+
+runs() {
+  echo "draw_vae_s0|experiment=table1_draw_vae seed=0"
+  echo "draw_vgp_default_s0|experiment=table1_draw_vgp $default_vgp seed=0"
+  if [[ ${PAPER:-0} == 1 ]]; then echo "draw_vgp_paper_s0|experiment=table1_draw_vgp seed=0"; fi
+}
+
+selected_runs() { runs | awk -F'|' -v pattern="${RUNS:-.}" '$1 ~ pattern'; }
+
+# shellcheck disable=SC2086
+train() { selected_runs | train_runs $budget "data_dir=$data_dir"; }
+
+report() {
+  collect_and_report draw_ "$results_dir"
+  local folder name figure
+  for folder in "$study_dir"/draw_*/; do
+    name=$(basename "$folder")
+    [[ -d $results_dir/runs/$name ]] || continue
+    for figure in samples.png reconstructions.png canvas_steps.png; do
+      [[ -f $folder/$figure ]] && cp "$folder/$figure" "$results_dir/runs/$name/"
+    done
+  done
+  run_python scripts/study_progress.py "$results_dir/runs" --epochs 1,2,3,5,10,20 \
+    >"$results_dir/progress.md"
+}
+
+case $stage in
+  train) train ;;
+  report) report ;;
+  all) train; report ;;
+  *) echo "usage: $0 train|report|all" >&2; exit 2 ;;
+esac
