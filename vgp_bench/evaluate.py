@@ -129,8 +129,9 @@ def estimate_split(
     with evaluation_mode(model, heads):
         for batch_index, x in enumerate(bar, start=start):
             x = x.to(device, non_blocking=True)
+            sample = model.log_weight_sampler(x, heads)  # the per-example work once a batch
             estimate = chunked_estimate(
-                lambda count, x=x: model(x, heads, count, generator).log_weights,
+                lambda count, sample=sample: sample(count, generator),
                 n_samples=is_samples,
                 chunk_size=chunk_size,
             )

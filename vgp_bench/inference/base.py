@@ -63,6 +63,22 @@ class VariationalHead(nn.Module, ABC):
         log_joint: LogJoint | None = None,
     ) -> SiteSample: ...
 
+    def sampler(self, context: Tensor) -> SiteSampler:
+        """Draws for one `[B, C]` context, chunk after chunk: `sampler(S, generator, log_joint)`
+        gives what `self(context, S, generator, log_joint)` gives. A head whose per-example work
+        does not depend on the samples does it once here (evaluation draws thousands)."""
+
+        def draw(
+            n_samples: int,
+            generator: torch.Generator | None = None,
+            log_joint: LogJoint | None = None,
+        ) -> SiteSample:
+            return self(context, n_samples, generator, log_joint)
+
+        return draw
+
+
+SiteSampler = Callable[[int, "torch.Generator | None", "LogJoint | None"], SiteSample]
 
 HeadFactory = Callable[[SiteSpec], VariationalHead]
 

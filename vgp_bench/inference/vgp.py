@@ -41,7 +41,13 @@ from vgp_bench.gp.conditional import (
 )
 from vgp_bench.gp.kernels import ARDKernel
 from vgp_bench.inference.auxiliary import AuxiliaryModel
-from vgp_bench.inference.base import LogJoint, SiteSample, SiteSpec, VariationalHead
+from vgp_bench.inference.base import (
+    LogJoint,
+    SiteSample,
+    SiteSampler,
+    SiteSpec,
+    VariationalHead,
+)
 from vgp_bench.inference.vgp_data import VariationalData
 from vgp_bench.inference.vgp_objectives import OBJECTIVES, standard_normal
 from vgp_bench.nets import mlp, output_dim
@@ -293,6 +299,23 @@ class VGPHead(VariationalHead):
         with torch.autocast(device_type=context.device.type, enabled=False):
             dtype = self.kernel.variance.dtype  # the head's own precision (float32 or 64)
             return self.sample(self.prepare(context.to(dtype)), n_samples, generator)
+
+    def sampler(self, context: Tensor) -> SiteSampler:
+        """The variational data, Cholesky factor and scales of `context` made once, then
+        draws chunk after chunk: the same numbers as `forward` per chunk, without redoing T(h),
+        L^{-1} T and the rest for every chunk of an importance-sampled evaluation."""
+        with torch.autocast(device_type=context.device.type, enabled=False):
+            data = self.prepare(context.to(self.kernel.variance.dtype))
+
+        def draw(
+            n_samples: int,
+            generator: torch.Generator | None = None,
+            log_joint: LogJoint | None = None,  # not needed: z does not depend on p
+        ) -> SiteSample:
+            with torch.autocast(device_type=context.device.type, enabled=False):
+                return self.sample(data, n_samples, generator)
+
+        return draw
 
     def prepare(self, context: Tensor) -> VariationalData:
         """Variational data, Cholesky factor and mean-field scale for a `[B, C]`/`[S, B, C]` input.

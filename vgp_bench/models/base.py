@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
@@ -43,6 +44,14 @@ class LatentVariableModel(nn.Module, ABC):
         self, x: Tensor, heads: nn.ModuleDict, generator: torch.Generator | None = None
     ) -> Tensor:
         """Bernoulli means of p(x | z) for one z ~ q(z | x), `[B, C, H, W]`."""
+
+    def log_weight_sampler(
+        self, x: Tensor, heads: nn.ModuleDict
+    ) -> Callable[[int, torch.Generator | None], Tensor]:
+        """`sample(S, generator)` -> log w `[S, B]` for the batch x, chunk after chunk, as
+        `self(x, heads, S, generator).log_weights` gives them; a model whose per-example work
+        does not depend on the samples does it once (the default redoes it every chunk)."""
+        return lambda n_samples, generator=None: self(x, heads, n_samples, generator).log_weights
 
     def start_from_data(self, pixel_means: Tensor) -> None:
         """Set data-dependent starting values from the training split's mean image `[C, H, W]`

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -143,6 +143,26 @@ class DLGM(LatentVariableModel):
 
         context = self.recognition_context(x)
         return heads["z"](context, n_samples, generator, log_joint=log_joint)
+
+    def log_weight_sampler(
+        self, x: Tensor, heads: nn.ModuleDict
+    ) -> Callable[[int, torch.Generator | None], Tensor]:
+        """The input check, the recognition features and the head's per-example work once;
+        then log w `[S, B]` chunk after chunk, the numbers `forward` gives per chunk."""
+        check_binary(x)
+        pixels = x.flatten(1)  # [B, P]
+
+        def log_joint(z: Tensor) -> Tensor:
+            log_likelihood, log_prior = self.log_joint_terms(pixels, z)
+            return log_likelihood + log_prior  # [S, B]
+
+        draw = heads["z"].sampler(self.recognition_context(x))
+
+        def sample(n_samples: int, generator: torch.Generator | None = None) -> Tensor:
+            site = draw(n_samples, generator, log_joint)
+            return log_joint(site.z) - site.log_q  # [S, B]
+
+        return sample
 
     def forward(
         self,
