@@ -14,22 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, project_files
 
 SCRIPTS = ("vgp-train", "vgp-eval", "vgp-fit")  # the Hydra entry points: they read configs/
-
-
-def source_files() -> list[str]:
-    """The checkout's files as git sees them (tracked, and new ones not ignored)."""
-    if shutil.which("git") is None or not (REPO / ".git").exists():
-        pytest.skip("needs a git checkout to know which files a build sees")
-    listed = subprocess.run(
-        ["git", "-C", str(REPO), "ls-files", "--cached", "--others", "--exclude-standard"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.splitlines()
-    return [name for name in listed if (REPO / name).is_file()]
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +24,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A wheel built offline from a copy of the checkout (the checkout gets no build/ folder)."""
     folder = tmp_path_factory.mktemp("wheel")
     source = folder / "source"
-    for name in source_files():
+    for name in project_files():
         target = source / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / name, target)
