@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from vgp_bench.runtime import compose_config
 
-__all__ = ["CONFIG_DIR", "REPO", "TINY", "compose_config"]
+__all__ = ["CONFIG_DIR", "REPO", "TINY", "compose_config", "project_files"]
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG_DIR = REPO / "configs"
@@ -30,3 +34,16 @@ TINY = [
     "eval.batch_size=8",
     "device=cpu",
 ]
+
+
+def project_files() -> list[str]:
+    """The checkout's files as git sees them (tracked, and new ones not ignored), relative."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("needs a git checkout to know which files belong to the project")
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    return [name for name in listed if (REPO / name).is_file()]

@@ -1,15 +1,17 @@
 """The package's layout: no import cycle, evaluation never imports training, the report stays
-light, and the non-finite policy is the same for training and black-box fitting."""
+light, the non-finite policy is the same for training and black-box fitting, and every document
+the project refers to is in the repository."""
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, project_files
 from vgp_bench.failures import NonFiniteTrainingError
 from vgp_bench.nonfinite import NonFinitePolicy, SkippedSteps
 
@@ -90,3 +92,31 @@ def test_every_inference_config_is_a_black_box_family(family: str) -> None:
     assert {path.stem for path in (REPO / "configs" / "inference").glob("*.yaml")} <= set(
         families()
     )
+
+
+def test_no_project_file_refers_to_a_design_note_outside_the_repository() -> None:
+    outside = ("DESIGN" + ".md").encode()  # spelt in two parts so that this file passes
+    assert [name for name in project_files() if outside in (REPO / name).read_bytes()] == []
+
+
+DOCS_REFERENCE = re.compile(r"docs/([\w-]+\.md)(?:, sections? ([\d.]+)(?: and ([\d.]+))?)?")
+HEADING_NUMBER = re.compile(r"^#+ (\d+(?:\.\d+)*)\.? ", re.MULTILINE)
+
+
+def test_every_docs_page_and_section_the_project_names_exists() -> None:
+    named: dict[tuple[str, str], list[str]] = {}
+    for name in project_files():
+        text = (REPO / name).read_bytes().decode("utf-8", errors="ignore")
+        for page, *sections in DOCS_REFERENCE.findall(text):
+            for section in [section for section in sections if section] or [""]:
+                named.setdefault((page, section.rstrip(".")), []).append(name)
+    assert ("design.md", "2") in named  # the pattern finds the code's references
+    missing = []
+    for (page, section), names in sorted(named.items()):
+        path = REPO / "docs" / page
+        numbers = set(HEADING_NUMBER.findall(path.read_text())) if path.is_file() else set()
+        if not path.is_file() or (section and section not in numbers):
+            missing.append(
+                f"docs/{page}" + (f", section {section}" if section else "") + f" {names}"
+            )
+    assert missing == []

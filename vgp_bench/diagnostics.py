@@ -3,7 +3,7 @@
 The model builds each site's context inside its forward pass, so the heads are wrapped in
 recorders that keep the first context every site receives and then sample as usual; each head
 that defines `diagnostics(context, n_draws, generator)` then summarizes its own family there
-(for the VGP: the warp statistics of DESIGN.md section 2). Works for every model, none of
+(for the VGP: the warp statistics of docs/design.md, section 5.2). Works for every model, none of
 whose code knows about it.
 """
 
@@ -89,7 +89,7 @@ def auxiliary_gap(
 
     For heads with importance-weighted auxiliary samples (the VGP), the bound with K = 0 and
     with K auxiliary samples per z (Sobolev & Vetrov 2019), each averaged over `draws` z per
-    example; their difference is what a better r could still gain (DESIGN.md section 2).
+    example; their difference is what a better r could still gain (docs/design.md, section 5.1).
     Empty for families without an auxiliary model.
     """
     weighted = [head for head in heads.values() if hasattr(head, "aux_samples")]

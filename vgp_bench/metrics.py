@@ -121,7 +121,7 @@ class Evaluation(Record):
     pareto_k_above_0_7 = Key[float]()  # share of examples whose weights are not to be trusted
     split = Key[str]()
     weight = Key[dict[str, str]]()  # site -> which importance weight was used
-    aux_gap = Key[float]()  # what a better r could gain (VGP, DESIGN.md section 2)
+    aux_gap = Key[float]()  # what a better r could gain (VGP, docs/design.md, section 5.1)
     aux_gap_stderr = Key[float]()
     aux_gap_bound_k0_nll = Key[float]()
     aux_gap_bound_nll = Key[float]()
@@ -164,7 +164,7 @@ class EpochEvaluation(Record):
 
 
 class DatasetRecord(Record):
-    """metrics.json's `dataset`: the data protocol a run used (DESIGN.md section 5)."""
+    """metrics.json's `dataset`: the data protocol a run used (docs/design.md, section 6)."""
 
     name = Key[str]()
     binarization = Key[str]()
@@ -211,7 +211,7 @@ class RunRecord(Record):
     diverged_reason = Key[str]()
 
     def describe(self, cfg: DictConfig, dataset: dict[str, Any], version: str) -> None:
-        """Record the provenance every metrics.json holds (DESIGN.md section 5)."""
+        """Record the provenance every metrics.json holds (docs/design.md, section 6)."""
         inference = cfg.inference
         self.experiment = cfg.get("experiment_name")
         self.model = cfg.model.get("name")
@@ -274,7 +274,7 @@ def write_record(record: RunRecord, path: str | Path) -> None:
 def family_structure(inference: Any) -> str | None:
     """The structure of a VGP family in a few words (e.g. `dense T, zero mean, m=500`) from its
     inference config (a DictConfig or dict), which labels its rows: the warp's reach depends
-    on it (DESIGN.md section 2). None for families without variational outputs."""
+    on it (docs/design.md, section 2.5). None for families without variational outputs."""
     outputs = inference.get("outputs")
     if outputs is None:
         return None

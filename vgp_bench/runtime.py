@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,28 @@ from omegaconf import DictConfig, OmegaConf
 
 import vgp_bench
 
-# The repository's configs/ (absolute, so console scripts and `python -m` find the same files).
-CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
+
+def checkout_root() -> Path | None:
+    """The repository folder when the package runs from a checkout (a development install:
+    `pip install -e .`, or the folder on sys.path); None when it is installed from a wheel."""
+    root = Path(__file__).resolve().parent.parent
+    if (root / "setup.cfg").is_file() and (root / "configs" / "config.yaml").is_file():
+        return root
+    return None
+
+
+def config_dir() -> str:
+    """The Hydra configs, as an absolute path: the checkout's top-level configs/ in a
+    development install, else the copy a wheel carries as package data (vgp_bench/configs,
+    mapped there by setup.py)."""
+    root = checkout_root()
+    if root is not None:
+        return str(root / "configs")
+    return str(resources.files(vgp_bench).joinpath("configs"))
+
+
+# Absolute, so console scripts and `python -m` find the same files from any folder.
+CONFIG_DIR = config_dir()
 
 
 class ConfigError(ValueError):
@@ -91,7 +112,9 @@ def build(node: DictConfig, **runtime_kwargs: Any) -> Any:
 
 def code_version() -> str:
     """Package version plus the git commit (and `-dirty`) when run from a checkout."""
-    root = Path(vgp_bench.__file__).resolve().parent.parent
+    root = checkout_root()
+    if root is None:  # installed: a git repository around site-packages is not this code's
+        return vgp_bench.__version__
     try:
         commit = subprocess.run(
             ["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=12"],

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from vgp_bench.runtime import CONFIG_DIR, compose_config
+from vgp_bench.runtime import checkout_root, compose_config
 
 FAMILY_OVERRIDES: dict[str, list[str]] = {
     "vae": ["inference=vae"],
@@ -31,8 +31,9 @@ FAMILY_OVERRIDES: dict[str, list[str]] = {
 
 
 def data_overrides() -> list[str]:
-    """Converted MNIST when it is in the repository's data/, else synthetic images alike."""
-    data_dir = Path(CONFIG_DIR).parent / "data"
+    """Converted MNIST when it is in the repository's data/ (outside a checkout: the current
+    folder's), else synthetic images alike."""
+    data_dir = (checkout_root() or Path.cwd()) / "data"
     if (data_dir / "mnist.h5").exists():
         return ["dataset=mnist", f"data_dir={data_dir}"]
     return ["dataset=synthetic", "dataset.n_train=2000", "dataset.n_test=100"]

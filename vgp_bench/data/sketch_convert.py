@@ -1,6 +1,6 @@
 """`vgp-data sketch`: convert the TU-Berlin PNGs to binary HDF5.
 
-Protocol of the public DRAW re-implementations (DESIGN.md section 5), per image:
+Protocol of the public DRAW re-implementations (docs/design.md, section 6.2), per image:
 1. strokes: a pixel darker than the mean grey level of its image -> 1, else 0;
 2. dilation: a square max filter of side `dilation` at full size, by default
    ceil(1111 / resolution) (20 at 56x56), so that a dilated stroke is at least one output

@@ -6,7 +6,7 @@ z is drawn by warping a latent input xi ~ N(0, I_c) with a GP conditioned on var
     xi ~ N(0, I_c),   f | xi ~ N(mu(xi), s2(xi) I_d) (Eq. 4),   z | f ~ N(f, diag(sigma(h)^2)).
 
 The head returns log q~, the estimate of log q(z) whose subtraction from log p(x, z) is the
-bound (DESIGN.md section 2), for one of three objectives (strategies in `vgp_objectives.py`):
+bound (docs/design.md, section 3), for one of three objectives (strategies in `vgp_objectives.py`):
 
 - `collapsed`:    log q(z | xi) + log q(xi) - log r(xi | x, z), with f integrated out,
                   q(z | xi) = N(mu(xi), diag(s2(xi) + sigma^2));
@@ -64,7 +64,7 @@ AUX_CORRECTIONS = ("learned", "none")
 class VGPHead(VariationalHead):
     """q(z | x) as a variational Gaussian process with an auxiliary model r (Sections 2.3-3.2).
 
-    Options (DESIGN.md section 2):
+    Options (docs/design.md, section 2):
     - `variational_data_size` m and `latent_input_dim` c (None: c = d, as the paper);
     - `inputs`: `global` learned S `[m, c]` (one m x m Cholesky per call) or `amortized`
       S(h) `[B, m, c]` per example (the paper's literal Section 3.2; one Cholesky each);
@@ -73,7 +73,7 @@ class VGPHead(VariationalHead):
       features; or `shared_basis` T(h) = 1 t0(h)^T + U V(h) with U `[m, r]` a global
       parameter; or `global` T `[m, d_f]`, one set of outputs shared by all examples.
       Under the zero prior mean, low_rank and shared_basis confine the warping of the mean to
-      r + 1 directions (a sub-family, DESIGN.md section 2); dense and global do not;
+      r + 1 directions (a sub-family, docs/design.md, section 2.5); dense and global do not;
     - `prior_mean`: `zero` (the paper's GP) or `identity`, an amortized linear prior mean:
       f = m(h) + s(h) * g(xi) with g ~ GP(xi, k) conditioned on (S, T(h)), so that
       E[f | xi] = m(h) + s(h) * (xi + w(xi)^T T(h)) and Var[f_j | xi] = s_j(h)^2 v(xi).
@@ -533,7 +533,7 @@ class VGPHead(VariationalHead):
     def diagnostics(
         self, context: Tensor, n_draws: int = 256, generator: torch.Generator | None = None
     ) -> dict[str, float]:
-        """How much z depends on xi: the warp statistics of DESIGN.md section 2, per call.
+        """How much z depends on xi: the warp statistics of docs/design.md, section 5.2, per call.
 
         Over `n_draws` latent inputs per example (contexts `[B, C]`; a per-sample `[S, B, C]`
         context uses its first sample):

@@ -1,4 +1,4 @@
-"""The VGP's objectives (inference.objective, DESIGN.md section 2) as strategies of the head.
+"""The VGP's objectives (inference.objective, docs/design.md, section 3) as strategies of the head.
 
 Given latent inputs xi ~ N(0, I), each draws z from the family and gives the log-ratio of the
 draw, log q(z, psi) - log r(psi | x, z) with psi the latent variables that made z (xi, or xi and

@@ -1,6 +1,6 @@
 """The report's "Where the bound goes" table: per row, the gap between the bound and the IS
 estimate, the auxiliary model's share of it, how much z depends on the VGP's latent input,
-and the reliability of the importance weights (DESIGN.md section 2)."""
+and the reliability of the importance weights (docs/design.md, section 5.1)."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ GAP_COLUMNS: tuple[tuple[str, str, Callable[[Run], Any]], ...] = (
 def gap_table(dataset: str, groups: dict[Setting, list[Run]]) -> Table | None:
     """Where the bound goes, per row: the gap to the IS estimate, the share of it that is the
     auxiliary model's, how much z depends on the VGP's latent input, and the reliability of
-    the importance weights (DESIGN.md section 2). None when no run recorded any of it."""
+    the importance weights (docs/design.md, section 5.1). None when no run recorded any of it."""
     settings = sorted(groups, key=sort_key)
     suffixes = distinguishing_suffixes(settings, table2=False)
     rows = []
