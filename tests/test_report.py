@@ -472,3 +472,59 @@ def test_a_run_on_a_fixed_model_is_its_own_labelled_row(tmp_path, capsys):
     rows = markdown_tables(text)["Table 1: binarized MNIST"]
     assert row_named(rows, "DLGM 1hl + VAE")["seeds"] == "n=2 (0, 1)"
     assert row_named(rows, "DLGM 1hl + VAE (model fixed)")["seeds"] == "n=1 (2)"
+
+
+def test_curves_draw_a_panel_per_model_and_a_distinct_style_per_row(tmp_path: Path) -> None:
+    """The curve plot splits by model; legend entries are the tables' row labels (a run that
+    differs from another only in trainer.epochs follows its curve, no `[key=value]` suffix,
+    and of one setting and seed the longer history counts once); no two rows share a
+    (colour, dash) pair, and a family looks the same in both panels."""
+    root = tmp_path / "study"
+    runs = [
+        ("vae1", "dlgm1", "vae", 0, {}, [-100.0, -90.0, -80.0]),
+        ("vae1_s1", "dlgm1", "vae", 1, {}, [-102.0, -92.0, -82.0]),
+        ("vgp1", "dlgm1", "vgp", 0, {}, [-99.0, -89.0, -79.0]),
+        ("vgp1_pilot", "dlgm1", "vgp", 0, {"trainer": {"epochs": 2}}, [-99.0, -89.0]),
+        ("vae2", "dlgm2", "vae", 0, {}, [-110.0, -100.0, -95.0]),
+        ("vgp2", "dlgm2", "vgp", 0, {}, [-109.0, -99.0, -94.0]),
+        ("vgp2_fixed_r", "dlgm2", "vgp", 0, {"inference": {"aux_correction": "none"}}, [-111.0]),
+    ]
+    vgp = {"outputs": "global", "prior_mean": "identity", "variational_data_size": 8}
+    for name, model, inference, seed, extra, valid in runs:
+        folder = write_run(root / name, model=model, inference=inference, seed=seed)
+        if inference == "vgp":
+            extra = {**extra, "inference": vgp | extra.get("inference", {})}
+        metrics = json.loads((folder / "metrics.json").read_text())
+        metrics["history"] = [
+            {"epoch": epoch, "valid_bound": value} for epoch, value in enumerate(valid, 1)
+        ]
+        (folder / "metrics.json").write_text(json.dumps(metrics))
+        update_config(folder, extra)
+    folders = sorted(root.iterdir())
+    panels = report.curves.curve_panels(folders)
+    assert list(panels) == ["DLGM 1hl", "DLGM 2hl"]
+    assert panels["DLGM 1hl"]["DLGM 1hl + VAE"] == [(1, -101.0), (2, -91.0), (3, -81.0)]
+    dlgm1_vgp = [label for label in panels["DLGM 1hl"] if "VGP" in label]
+    assert len(dlgm1_vgp) == 1  # the 2-epoch run is the same trajectory as the 3-epoch one
+    assert panels["DLGM 1hl"][dlgm1_vgp[0]] == [(1, -99.0), (2, -89.0), (3, -79.0)]
+    assert len(panels["DLGM 2hl"]) == 3
+    labels = [label for series in panels.values() for label in series]
+    assert not any("[" in label or "=" in label.split("(")[0] for label in labels)
+    styles = report.curves.row_styles(panels)
+    for series in panels.values():
+        pairs = [(styles[label].colour, styles[label].dash) for label in series]
+        assert len(set(pairs)) == len(pairs)
+    assert styles["DLGM 1hl + VAE"] == styles["DLGM 2hl + VAE"]
+    assert styles["DLGM 1hl + VAE"].colour != styles[dlgm1_vgp[0]].colour
+    png = tmp_path / "curves.png"
+    assert report.write_curves(folders, png) == 5
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_distinct_styles_never_repeat_a_colour_and_dash_pair() -> None:
+    """Past the palette's length the dash pattern moves on, so pairs stay unique."""
+    from vgp_bench.plots import COLOURS, DASHES, distinct_styles
+
+    count = len(COLOURS) * len(DASHES)
+    styles = distinct_styles([f"row {i}" for i in range(count)])
+    assert len({(style.colour, style.dash) for style in styles.values()}) == count
