@@ -1,0 +1,574 @@
+"""Regenerate the numbers of the results READMEs from the committed runs (no hand copies).
+
+A README holds generated tables between `<!-- table:NAME -->` and `<!-- /table -->` and
+generated numbers in its prose as `<!-- v:NAME -->1.80<!-- /v -->`; this script rewrites both
+from `results/<study>/runs/*/metrics.json` and `results/local_gap/local_gap.json`.
+
+    .venv/bin/python scripts/results_readme.py          # rewrite the READMEs
+    .venv/bin/python scripts/results_readme.py --check  # exit 1 if one is out of date
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from vgp_bench.report.runs import chosen_evaluation
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "results"
+READMES = ("vgp_vs_vae", "dlgm1_families")
+TABLE = re.compile(r"(<!-- table:([\w.-]+) -->\n)(.*?)(<!-- /table -->)", re.S)
+VALUE = re.compile(r"(<!-- v:([\w.-]+) -->)(.*?)(<!-- /v -->)", re.S)
+
+
+def load(study: str, run: str) -> dict[str, Any]:
+    """A committed run's metrics.json."""
+    return json.loads((RESULTS / study / "runs" / run / "metrics.json").read_text())
+
+
+def test_of(study: str, run: str) -> dict[str, Any]:
+    """The run's evaluation that vgp-report uses (the most precise one)."""
+    evaluation = chosen_evaluation(load(study, run))
+    if evaluation is None:
+        raise ValueError(f"{study}/{run}: no test evaluation")
+    return dict(evaluation)
+
+
+def valid_at(study: str, run: str, epoch: int) -> float | None:
+    """The validation bound after `epoch`, None if the run did not get there."""
+    for entry in load(study, run)["history"]:
+        if entry["epoch"] == epoch:
+            return float(entry["valid_bound"])
+    return None
+
+
+def best_valid(study: str, run: str) -> float:
+    """The best validation bound (the checkpoint tested)."""
+    return max(float(entry["valid_bound"]) for entry in load(study, run)["history"])
+
+
+def last(study: str, run: str, key: str) -> float | None:
+    """A per-epoch statistic at the run's last epoch."""
+    value = load(study, run)["history"][-1].get(key)
+    return None if value is None else float(value)
+
+
+def mean_se(values: Sequence[float], own_se: float | None = None) -> tuple[float, float]:
+    """Mean and standard error over seeds (n - 1); one seed keeps its own standard error."""
+    if len(values) == 1:
+        return values[0], math.nan if own_se is None else own_se
+    return statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
+
+
+def signed(value: float, digits: int = 2) -> str:
+    """+1.23 / -1.23 (a minus zero shows as -0.00, as the reports print it)."""
+    return f"{value:+.{digits}f}"
+
+
+def row(cells: Sequence[object]) -> str:
+    """One markdown table row."""
+    return "| " + " | ".join(str(cell) for cell in cells) + " |"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A markdown table."""
+    return "\n".join([row(header), row(["---"] * len(header)), *(row(r) for r in rows)]) + "\n"
+
+
+V = "vgp_vs_vae"
+DLGM1 = {
+    "VAE": "dlgm1_vae",
+    "best VGP": "dlgm1_vgp_best",
+    "control (no GP)": "dlgm1_vgp_linear",
+    "the paper's configuration": "dlgm1_vgp_paper",
+}
+DLGM2 = {
+    "VAE": "dlgm2_vae",
+    "best VGP": "dlgm2_vgp_best",
+    "control (no GP)": "dlgm2_vgp_linear",
+}
+# per-run rows of the test table: label, study run names (pooled over seeds when several)
+TEST_ROWS = [
+    ("DLGM 1hl + VAE", [f"dlgm1_vae_s{s}" for s in range(3)]),
+    ("DLGM 1hl + VGP, best configuration", [f"dlgm1_vgp_best_s{s}" for s in range(3)]),
+    ("DLGM 1hl + VGP without its GP (the control)", [f"dlgm1_vgp_linear_s{s}" for s in range(3)]),
+    ("DLGM 1hl + VGP, the paper's configuration", [f"dlgm1_vgp_paper_s{s}" for s in range(3)]),
+    ("DLGM 2hl + VAE, seed 0", ["dlgm2_vae_s0"]),
+    ("DLGM 2hl + VAE, seed 1", ["dlgm2_vae_s1"]),
+    ("DLGM 2hl + VGP, best configuration, seed 0", ["dlgm2_vgp_best_s0"]),
+    ("DLGM 2hl + VGP, best configuration, seed 1", ["dlgm2_vgp_best_s1"]),
+    ("DLGM 2hl + the control (r learned), seed 0", ["dlgm2_vgp_linear_s0"]),
+    ("DLGM 2hl + the control (r learned), seed 1", ["dlgm2_vgp_linear_s1"]),
+    (
+        "DLGM 2hl + the control with r fixed (exact inverse), seed 0",
+        ["dlgm2_vgp_linear_fixed_r_s0"],
+    ),
+    ("DLGM 2hl + VGP, the paper's configuration, seed 0", ["dlgm2_vgp_paper_s0"]),
+]
+
+
+def pooled(runs: Sequence[str], key: str) -> tuple[float, float]:
+    """Mean and standard error of a test quantity over the runs (seeds)."""
+    tests = [test_of(V, run) for run in runs]
+    return mean_se([t[key] for t in tests], tests[0].get(f"{key}_stderr"))
+
+
+def test_table() -> str:
+    """The 100-epoch study's test results, a row per method (dlgm1) or per run (dlgm2)."""
+    rows = []
+    for label, runs in TEST_ROWS:
+        nll, nll_se = pooled(runs, "nll")
+        bound, bound_se = pooled(runs, "bound_nll")
+        tests = [test_of(V, run) for run in runs]
+        aux = [t["aux_gap"] for t in tests if "aux_gap" in t]
+        seeds = ", ".join(str(load(V, run)["seed"]) for run in runs)
+        khat = statistics.fmean(t["pareto_k_above_0_7"] for t in tests)
+        rows.append(
+            [
+                label,
+                seeds,
+                f"{nll:.2f} ± {nll_se:.2f}",
+                f"{bound:.2f} ± {bound_se:.2f}",
+                f"{bound - nll:.2f}",
+                f"{statistics.fmean(aux):.2f}" if aux else "—",
+                f"{100 * khat:.1f}%",
+            ]
+        )
+    header = ["method", "seeds", "-log p(x) (IS)", "-bound", "bound - IS", "aux gap", "k-hat > 0.7"]
+    return table(header, rows)
+
+
+def difference(a: str, b: str, seeds: Sequence[int], key: str) -> tuple[float, float, list[float]]:
+    """Mean of run prefix `a` minus mean of `b` (positive: b is better), the unpaired standard
+    error sqrt(se_a^2 + se_b^2) of the two means, and the per-seed differences."""
+    a_values = [test_of(V, f"{a}_s{s}")[key] for s in seeds]
+    b_values = [test_of(V, f"{b}_s{s}")[key] for s in seeds]
+    a_mean, a_se = mean_se(a_values, test_of(V, f"{a}_s{seeds[0]}").get(f"{key}_stderr"))
+    b_mean, b_se = mean_se(b_values, test_of(V, f"{b}_s{seeds[0]}").get(f"{key}_stderr"))
+    per_seed = [x - y for x, y in zip(a_values, b_values)]
+    return a_mean - b_mean, math.hypot(a_se, b_se), per_seed
+
+
+def difference_cell(diff: float, se: float) -> str:
+    """+0.23 ± 0.16 (1.4 SE)."""
+    ratio = abs(diff) / se
+    return (
+        f"{signed(diff)} ± {se:.2f} ({ratio:.1f} SE)"
+        if ratio < 10
+        else (f"{signed(diff)} ± {se:.2f} ({ratio:.0f} SE)")
+    )
+
+
+PAIRS = [
+    ("VAE - best VGP", "VAE", "best VGP"),
+    ("VAE - control (no GP)", "VAE", "control (no GP)"),
+    ("control - best VGP: what the GP adds", "control (no GP)", "best VGP"),
+]
+
+
+def differences_table(names: dict[str, str], seeds: Sequence[int], paper: bool) -> str:
+    """Differences of the test means, unpaired standard errors, and the per-seed differences."""
+    pairs = [*PAIRS, ("VAE - the paper's configuration", "VAE", "the paper's configuration")]
+    rows = []
+    for label, a, b in pairs if paper else PAIRS:
+        cells: list[object] = [label]
+        for key in ("nll", "bound_nll"):
+            diff, se, per_seed = difference(names[a], names[b], seeds, key)
+            cells.append(difference_cell(diff, se))
+            cells.append(", ".join(signed(d) for d in per_seed))
+        rows.append(cells)
+    header = ["", "-log p(x) (IS)", "IS, per seed", "-bound", "bound, per seed"]
+    return table(header, rows)
+
+
+def dlgm2_paper_table() -> str:
+    """The one-seed paper's configuration on dlgm2 against each seed-0 run (SE over images)."""
+    rows = []
+    for label, run in [
+        ("VAE, seed 0", "dlgm2_vae_s0"),
+        ("best VGP, seed 0", "dlgm2_vgp_best_s0"),
+        ("control (r learned), seed 0", "dlgm2_vgp_linear_s0"),
+    ]:
+        cells: list[object] = [f"{label} - the paper's configuration"]
+        for key in ("nll", "bound_nll"):
+            a, b = test_of(V, run), test_of(V, "dlgm2_vgp_paper_s0")
+            se = math.hypot(a[f"{key}_stderr"], b[f"{key}_stderr"])
+            cells.append(difference_cell(a[key] - b[key], se))
+        rows.append(cells)
+    return table(["dlgm2", "-log p(x) (IS)", "-bound"], rows)
+
+
+DLGM2_CURVES = [
+    ("VAE, seed 0", "dlgm2_vae_s0"),
+    ("control, r fixed (exact inverse), seed 0", "dlgm2_vgp_linear_fixed_r_s0"),
+    ("control, r learned, seed 0", "dlgm2_vgp_linear_s0"),
+    ("best VGP (r learned), seed 0", "dlgm2_vgp_best_s0"),
+    ("VAE, seed 1", "dlgm2_vae_s1"),
+    ("control, r learned, seed 1", "dlgm2_vgp_linear_s1"),
+    ("best VGP (r learned), seed 1", "dlgm2_vgp_best_s1"),
+    ("paper's configuration, seed 0", "dlgm2_vgp_paper_s0"),
+]
+
+
+def dlgm2_epochs_table() -> str:
+    """dlgm2 validation bounds at a few epochs and the best."""
+    epochs = [1, 3, 10, 30, 50, 70, 100]
+    rows = [
+        [label, *(f"{valid_at(V, run, e):.2f}" for e in epochs), f"{best_valid(V, run):.2f}"]
+        for label, run in DLGM2_CURVES
+    ]
+    return table(["dlgm2 validation bound, epoch", *map(str, epochs), "best"], rows)
+
+
+def vae_mean(epoch: int) -> float:
+    """The dlgm1 VAE's validation bound at `epoch`, mean of seeds 0-2."""
+    return statistics.fmean(valid_at(V, f"dlgm1_vae_s{s}", epoch) or math.nan for s in range(3))
+
+
+def dlgm1_epochs_table() -> str:
+    """dlgm1 validation bounds every 10 epochs, each run minus the VAE seeds' mean."""
+    epochs = list(range(10, 101, 10))
+    vae = [[valid_at(V, f"dlgm1_vae_s{s}", e) or math.nan for s in range(3)] for e in epochs]
+    rows: list[list[object]] = [
+        ["VAE, mean of seeds 0-2", *(f"{statistics.fmean(v):.2f}" for v in vae)],
+        ["VAE, seed spread (max - min)", *(f"{max(v) - min(v):.2f}" for v in vae)],
+    ]
+    for label, prefix in [
+        ("best VGP", "dlgm1_vgp_best"),
+        ("control (no GP)", "dlgm1_vgp_linear"),
+        ("paper's configuration", "dlgm1_vgp_paper"),
+    ]:
+        for seed in range(3):
+            values = [
+                (valid_at(V, f"{prefix}_s{seed}", e) or math.nan) - vae_mean(e) for e in epochs
+            ]
+            rows.append([f"{label}, seed {seed}, minus the VAE mean", *map(signed, values)])
+    return table(["epoch", *map(str, epochs)], rows)
+
+
+def best_valid_table() -> str:
+    """The best validation bound of each dlgm1 run (the checkpoint tested)."""
+    rows = [
+        [label, *(f"{best_valid(V, f'{prefix}_s{s}'):.2f}" for s in range(3))]
+        for label, prefix in DLGM1.items()
+    ]
+    return table(["dlgm1 best validation bound", "seed 0", "seed 1", "seed 2"], rows)
+
+
+PILOTS = [
+    ("VAE (reference: dlgm1_vae_s0, same seed and protocol)", "dlgm1_vae_s0"),
+    ("free sigma, global T", "pilot_identity_global"),
+    ("free sigma, shared_basis T", "pilot_identity_shared_basis"),
+    ("free sigma, dense T (stopped after epoch 1: slowest)", "pilot_identity_dense"),
+    ("**tied sigma = 0.1 s(h), global T** (chosen)", "pilot_tied_global"),
+    ("tied sigma, shared_basis T (stopped after epoch 8)", "pilot_tied_shared_basis"),
+    ("tied sigma, global T, K = 4 auxiliary samples", "pilot_tied_global_k4"),
+]
+
+
+def number(value: float | None, fmt: str) -> str:
+    """A formatted number, or — when there is none."""
+    return "—" if value is None or not math.isfinite(value) else format(value, fmt)
+
+
+def pilots_table() -> str:
+    """Validation bounds of the pilots after epochs 1, 2, 5, 8, 10, and their warp statistics."""
+    epochs = [1, 2, 5, 8, 10]
+    rows = []
+    for label, run in PILOTS:
+        stats = (
+            [None, None]
+            if run.startswith("dlgm1")
+            else [
+                last(V, run, "z/warp_share"),
+                last(V, run, "z/nonlinear_warp_share"),
+            ]
+        )
+        rows.append(
+            [
+                label,
+                *(number(valid_at(V, run, e), ".2f") for e in epochs),
+                number(stats[0], ".3g"),
+                number(stats[1], ".2g"),
+            ]
+        )
+    header = [
+        "candidate",
+        *(f"e{e}" for e in epochs),
+        "warp share",
+        "nonlinear share (as recorded)",
+    ]
+    return table(header, rows)
+
+
+FIXED = [
+    ("VAE (a fresh mean-field encoder)", "fixed_vae"),
+    ("VGP, best configuration", "fixed_vgp_best"),
+    ("VGP, best configuration with per-example outputs (shared_basis T)", "fixed_vgp_shared_basis"),
+    ("control (no GP)", "fixed_vgp_linear"),
+    ("VGP, the paper's form (dense T(h), zero mean)", "fixed_vgp_paper"),
+]
+
+
+def fixed_table() -> str:
+    """Each family's q trained on the fixed decoder: validation, test, and the warp statistics."""
+    study = "fixed_decoder"
+    vae_bound = test_of(study, "fixed_vae")["bound_nll"]
+    rows = []
+    for label, run in FIXED:
+        test = test_of(study, run)
+        share = last(study, run, "z/warp_share")
+        nonlinear = last(study, run, "z/nonlinear_warp_share")
+        rows.append(
+            [
+                label,
+                f"{best_valid(study, run):.2f}",
+                f"{test['nll']:.2f}",
+                f"{test['bound_nll']:.2f}",
+                signed(test["bound_nll"] - vae_bound),
+                "—" if share is None else f"{share:.3g} / {nonlinear:.2g}",
+            ]
+        )
+    header = [
+        "q on the fixed decoder",
+        "best valid bound",
+        "-log p(x) (IS)",
+        "-bound",
+        "-bound minus the VAE's",
+        "warp share / nonlinear share (last epoch, as recorded)",
+    ]
+    return table(header, rows)
+
+
+def local() -> dict[str, Any]:
+    """results/local_gap/local_gap.json."""
+    return json.loads((RESULTS / "local_gap" / "local_gap.json").read_text())
+
+
+def local_gaps(family: str) -> list[float]:
+    """Per image: log p(x) (each image's best IS estimate) minus the family's bound."""
+    gaps = []
+    for image in local()["per_image"]:
+        best = max(image[f]["log_likelihood"] for f in local()["summary"])
+        gaps.append(best - image[family]["bound"])
+    return gaps
+
+
+def local_table() -> str:
+    """The per-image fits: mean and median gap, and against the mean-field fit."""
+    names = [
+        ("the VAE's encoder (amortized mean-field)", "amortized"),
+        ("mean-field, fitted per image", "mean_field"),
+        ("VGP (black-box form: m = 32, dense T), fitted per image", "vgp"),
+        ("planar flow k = 16, fitted per image", "planar_flow"),
+    ]
+    summary = local()["summary"]
+    field = summary["mean_field"]
+    rows = []
+    for label, family in names:
+        s = summary[family]
+        if family == "mean_field":
+            versus = "—"
+        else:
+            diffs = [g - f for g, f in zip(local_gaps(family), local_gaps("mean_field"))]
+            se = statistics.stdev(diffs) / math.sqrt(len(diffs))
+            better = sum(d < 0 for d in diffs)
+            versus = (
+                f"{signed(s['gap'] - field['gap'])} ± {se:.2f} (better on {better} of {len(diffs)})"
+            )
+        rows.append(
+            [label, f"{s['gap']:.2f} ± {s['gap_stderr']:.2f}", f"{s['gap_median']:.2f}", versus]
+        )
+    header = [
+        f"q ({len(local()['per_image'])} test images)",
+        "mean log p(x) - ELBO",
+        "median (lower middle)",
+        "minus the mean-field fit's",
+    ]
+    return table(header, rows)
+
+
+F = "dlgm1_families"
+FAMILIES = [
+    ("VAE (`table1_dlgm1_vae`)", "fam_vae"),
+    ("IWAE k = 50 (`trainer.objective=iwae trainer.n_samples=50`)", "fam_iwae"),
+    ("planar flow k = 80 (`table1_dlgm1_nf`)", "fam_nf"),
+    ("HVI, 8 leapfrog steps (`table1_dlgm1_hvi`)", "fam_hvi"),
+    ("VGP, best configuration (`inference=vgp` defaults)", "fam_vgp_best"),
+    ("VGP without its GP (`inference.warp=linear`, the control)", "fam_vgp_linear"),
+    ("VGP, the paper's form (`table1_dlgm1_vgp`: dense T(h), zero mean)", "fam_vgp_paper"),
+]
+
+
+def families_table() -> str:
+    """Every dlgm1 family after 10 epochs: test numbers and the wall-clock seconds recorded."""
+    rows = []
+    for label, run in FAMILIES:
+        test, metrics = test_of(F, run), load(F, run)
+        rows.append(
+            [
+                label,
+                f"{test['nll']:.2f} ± {test['nll_stderr']:.2f}",
+                f"{test['bound_nll']:.2f}",
+                f"{test['bound_nll'] - test['nll']:.2f}",
+                f"{100 * test['pareto_k_above_0_7']:.1f}%",
+                f"{best_valid(F, run):.2f}",
+                f"{metrics['wall_time_s']:.0f}",
+            ]
+        )
+    header = [
+        "family (config)",
+        "-log p(x) (IS)",
+        "-bound",
+        "bound - IS",
+        "k-hat > 0.7",
+        "valid bound, epoch 10",
+        "wall_time_s",
+    ]
+    return table(header, rows)
+
+
+TABLES: dict[str, Callable[[], str]] = {
+    "test": test_table,
+    "dlgm1-differences": lambda: differences_table(DLGM1, [0, 1, 2], paper=True),
+    "dlgm2-differences": lambda: differences_table(DLGM2, [0, 1], paper=False),
+    "dlgm2-paper": dlgm2_paper_table,
+    "dlgm2-epochs": dlgm2_epochs_table,
+    "dlgm1-epochs": dlgm1_epochs_table,
+    "dlgm1-best-valid": best_valid_table,
+    "pilots": pilots_table,
+    "fixed": fixed_table,
+    "local": local_table,
+    "families": families_table,
+}
+
+
+def lead(a: str, b: str, key: str = "nll") -> float:
+    """Test quantity of run `a` minus run `b` (positive: b is ahead)."""
+    return test_of(V, a)[key] - test_of(V, b)[key]
+
+
+def dlgm2_leads() -> list[float]:
+    """Every dlgm2 run with r learned against the VAE of its seed (IS)."""
+    runs = ["dlgm2_vgp_best", "dlgm2_vgp_linear"]
+    leads = [lead(f"dlgm2_vae_s{s}", f"{r}_s{s}") for r in runs for s in (0, 1)]
+    return [*leads, lead("dlgm2_vae_s0", "dlgm2_vgp_paper_s0")]
+
+
+def fixed_r_gap(only: int | None = None) -> tuple[int, float]:
+    """Epoch and value of the largest |fixed-r control - VAE| validation gap, dlgm2 seed 0
+    (at epoch `only` if given)."""
+    gaps = [
+        (
+            e,
+            (valid_at(V, "dlgm2_vgp_linear_fixed_r_s0", e) or 0)
+            - (valid_at(V, "dlgm2_vae_s0", e) or 0),
+        )
+        for e in ([only] if only else range(1, 101))
+    ]
+    return max(gaps, key=lambda g: abs(g[1]))
+
+
+def wall_times() -> list[float]:
+    """wall_time_s of every family run."""
+    return [load(F, run)["wall_time_s"] for _, run in FAMILIES]
+
+
+def shared_epochs(family_run: str, study_run: str) -> bool:
+    """Whether a family run's validation curve is the 100-epoch run's first 10 epochs."""
+    ours = [entry["valid_bound"] for entry in load(F, family_run)["history"]]
+    theirs = [entry["valid_bound"] for entry in load(V, study_run)["history"]][: len(ours)]
+    return ours == theirs
+
+
+def fam(run: str, key: str) -> float:
+    """A family run's test quantity."""
+    return test_of(F, run)[key]
+
+
+VALUES: dict[str, Callable[[], str]] = {
+    "dlgm2.lead.min": lambda: f"{min(dlgm2_leads()):.2f}",
+    "dlgm2.lead.max": lambda: f"{max(dlgm2_leads()):.2f}",
+    "dlgm2.paper.lead.s1": lambda: f"{lead('dlgm2_vae_s1', 'dlgm2_vgp_paper_s0'):.2f}",
+    "dlgm2.fixed_r.behind": lambda: f"{-lead('dlgm2_vae_s0', 'dlgm2_vgp_linear_fixed_r_s0'):.2f}",
+    "dlgm2.fixed_r.bound_lead": lambda: (
+        f"{lead('dlgm2_vae_s0', 'dlgm2_vgp_linear_fixed_r_s0', 'bound_nll'):.2f}"
+    ),
+    "dlgm2.fixed_r.max_gap": lambda: f"{abs(fixed_r_gap()[1]):.2f}",
+    "dlgm2.fixed_r.max_gap_epoch": lambda: str(fixed_r_gap()[0]),
+    "dlgm2.fixed_r.gap_at_100": lambda: f"{abs(fixed_r_gap(100)[1]):.2f}",
+    "dlgm1.best.lead": lambda: (
+        f"{difference('dlgm1_vae', 'dlgm1_vgp_best', [0, 1, 2], 'nll')[0]:.2f}"
+    ),
+    "dlgm1.control.lead": lambda: (
+        f"{difference('dlgm1_vae', 'dlgm1_vgp_linear', [0, 1, 2], 'nll')[0]:.2f}"
+    ),
+    "dlgm1.paper.behind": lambda: (
+        f"{-difference('dlgm1_vae', 'dlgm1_vgp_paper', [0, 1, 2], 'nll')[0]:.2f}"
+    ),
+    "dlgm2.paper.hours": lambda: f"{load(V, 'dlgm2_vgp_paper_s0')['wall_time_s'] / 3600:.1f}",
+    "families.wall.min": lambda: f"{min(wall_times()):.0f}",
+    "families.wall.max": lambda: f"{max(wall_times()):.0f}",
+    "families.wall.ratio": lambda: f"{max(wall_times()) / min(wall_times()):.0f}",
+    "families.hvi.bound_gain": lambda: (
+        f"{fam('fam_vae', 'bound_nll') - fam('fam_hvi', 'bound_nll'):.1f}"
+    ),
+    "families.iwae.is_gain": lambda: f"{fam('fam_vae', 'nll') - fam('fam_iwae', 'nll'):.1f}",
+    "families.nf.is_gain": lambda: f"{fam('fam_vae', 'nll') - fam('fam_nf', 'nll'):.1f}",
+    "families.best.is_gain": lambda: f"{fam('fam_vae', 'nll') - fam('fam_vgp_best', 'nll'):.1f}",
+    "families.control.is_gain": lambda: (
+        f"{fam('fam_vae', 'nll') - fam('fam_vgp_linear', 'nll'):.1f}"
+    ),
+    "families.paper.is_behind": lambda: (
+        f"{fam('fam_vgp_paper', 'nll') - fam('fam_vae', 'nll'):.1f}"
+    ),
+    "families.shared": lambda: str(
+        sum(
+            shared_epochs(f, v)
+            for f, v in [
+                ("fam_vae", "dlgm1_vae_s0"),
+                ("fam_vgp_best", "dlgm1_vgp_best_s0"),
+                ("fam_vgp_linear", "dlgm1_vgp_linear_s0"),
+                ("fam_vgp_paper", "dlgm1_vgp_paper_s0"),
+            ]
+        )
+    ),
+}
+
+
+def render(text: str) -> str:
+    """The README text with every generated table and value rewritten from the runs."""
+    text = TABLE.sub(lambda m: m[1] + "\n" + TABLES[m[2]]() + "\n" + m[4], text)
+    return VALUE.sub(lambda m: m[1] + VALUES[m[2]]() + m[4], text)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Rewrite (or with --check, compare) the results READMEs."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if a README is out of date")
+    args = parser.parse_args(argv)
+    stale = []
+    for study in READMES:
+        path = RESULTS / study / "README.md"
+        text = path.read_text()
+        new = render(text)
+        if new != text:
+            stale.append(str(path.relative_to(ROOT)))
+            if not args.check:
+                path.write_text(new)
+    if args.check and stale:
+        print("out of date (run scripts/results_readme.py): " + ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
