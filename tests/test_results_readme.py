@@ -1,0 +1,87 @@
+"""The results READMEs quote no number by hand: tables and numbers are generated from the runs.
+
+Checked: every table between `<!-- table:NAME -->` markers and every number between
+`<!-- v:NAME -->` markers in results/vgp_vs_vae/README.md and results/dlgm1_families/README.md
+equals what scripts/results_readme.py computes from the committed runs (test IS and bound with
+their standard errors, bound - IS, aux gap, k-hat share, validation bounds by epoch and best,
+differences between methods with unpaired standard errors and per-seed differences, the
+pilots' and the fixed decoder's warp statistics, the local-gap fits, the family runs'
+wall_time_s, and the prose numbers: the dlgm2 leads over the VAE, the fixed-r control's test
+and validation gaps, the dlgm1 leads, the family study's gains, costs and shared runs); and
+outside those places no decimal number appears in the READMEs' text (bar the named constants),
+nor in the top-level README.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# decimals that are settings or architecture, not results
+CONSTANTS = {"0.7", "7.5M"}  # the PSIS k-hat threshold; the dense T(h) layer's weights
+README_CONSTANTS = {"3.11"}  # the Python version
+
+
+def script():
+    """scripts/results_readme.py as a module."""
+    spec = importlib.util.spec_from_file_location(
+        "results_readme", ROOT / "scripts/results_readme.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def loose_decimals(text: str) -> list[str]:
+    """Decimal numbers outside generated tables and values and outside section references."""
+    text = re.sub(r"<!-- table:[\w.-]+ -->.*?<!-- /table -->", "", text, flags=re.S)
+    text = re.sub(r"<!-- v:[\w.-]+ -->.*?<!-- /v -->", "", text, flags=re.S)
+    text = re.sub(r"sections? \d+(\.\d+)*", "", text)
+    return [n for n in re.findall(r"(?<![\w.])\d+\.\d+\w*", text) if n not in CONSTANTS]
+
+
+def test_generated_tables_and_numbers_are_up_to_date() -> None:
+    """Every generated table and number equals what the runs give."""
+    module = script()
+    for study in module.READMES:
+        text = (ROOT / "results" / study / "README.md").read_text()
+        assert module.render(text) == text, f"run scripts/results_readme.py ({study})"
+
+
+def test_every_marker_names_a_generator() -> None:
+    """A table or value name the script does not know fails instead of vanishing."""
+    module = script()
+    for study in module.READMES:
+        text = (ROOT / "results" / study / "README.md").read_text()
+        assert set(re.findall(r"<!-- table:([\w.-]+) -->", text)) <= set(module.TABLES)
+        assert set(re.findall(r"<!-- v:([\w.-]+) -->", text)) <= set(module.VALUES)
+
+
+def test_no_number_is_quoted_by_hand() -> None:
+    """Outside generated places the results READMEs hold no decimal number."""
+    module = script()
+    for study in module.READMES:
+        text = (ROOT / "results" / study / "README.md").read_text()
+        assert loose_decimals(text) == [], study
+
+
+def test_the_top_readme_quotes_no_result() -> None:
+    """The top-level README points at the studies instead of copying their numbers."""
+    text = (ROOT / "README.md").read_text()
+    assert [n for n in loose_decimals(text) if n not in README_CONSTANTS] == []
+
+
+def test_the_quoted_overstatements_stay_mended() -> None:
+    """The numbers issue 24 named: the smallest dlgm2 lead, the fixed-r control behind the VAE,
+    its largest validation gap (epoch 11), and the family runs' wall-clock range."""
+    values = {name: compute() for name, compute in script().VALUES.items()}
+    assert values["dlgm2.lead.min"] == "1.80"
+    assert values["dlgm2.fixed_r.behind"] == "0.09"
+    assert (values["dlgm2.fixed_r.max_gap"], values["dlgm2.fixed_r.max_gap_epoch"]) == (
+        "2.61",
+        "11",
+    )
+    assert (values["families.wall.min"], values["families.wall.max"]) == ("48", "1022")
