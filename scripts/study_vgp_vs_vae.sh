@@ -77,7 +77,9 @@ runs() {
   # the dlgm2 control with r fixed at the linear warp's exact inverse: its q, bound and gradient
   # are then the VAE's; does learning r (not the family) make the control train faster?
   echo "dlgm2_vgp_linear_fixed_r_s0|experiment=table1_dlgm2_vgp $best inference.warp=linear inference.aux_correction=none seed=0"
-  # the other inference rows of Table 1 under the same protocol (issue 12)
+  # the other inference rows of Table 1 under the same protocol (issue 12); not trained so far
+  # (results/vgp_vs_vae/README.md, "What is in the tables"; 10 epochs of each are in
+  # results/dlgm1_families/)
   for seed in 0 1 2; do
     echo "dlgm1_nf_s$seed|experiment=table1_dlgm1_nf seed=$seed"
     echo "dlgm1_hvi_s$seed|experiment=table1_dlgm1_hvi seed=$seed"
@@ -111,12 +113,14 @@ fixed() {
   echo "fixed_vgp_shared_basis|experiment=table1_dlgm1_vgp ${best/outputs=global/outputs=shared_basis} $decoder"
   echo "fixed_nf|experiment=table1_dlgm1_nf $decoder"
   echo "fixed_vgp_paper|experiment=table1_dlgm1_vgp $decoder"
+  # not trained so far
   echo "fixed_hvi|experiment=table1_dlgm1_hvi $decoder"
 }
 
 # candidates for the project's best VGP configuration (validation bound only)
 pilots() {
   local vgp="experiment=table1_dlgm1_vgp inference.prior_mean=identity inference.kernel_variance=0.01"
+  # not trained: the reference is dlgm1_vae_s0, the same run's first epochs
   echo "pilot_vae|experiment=table1_dlgm1_vae"
   echo "pilot_identity_global|$vgp inference.outputs=global"
   echo "pilot_identity_shared_basis|$vgp inference.outputs=shared_basis"
