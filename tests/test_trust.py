@@ -611,3 +611,55 @@ def test_a_run_older_than_a_config_key_resumes_when_the_key_keeps_the_old_behavi
     other = {"inference": {**saved["inference"], "prior_mean": "identity"}}
     with pytest.raises(RunFolderError, match="prior_mean"):
         resume_changes(saved, {**saved, **other}, tmp_path)
+
+
+# ---------------------------------------------------------------- links out of the run folder
+
+
+def plant_link(run_dir: Path, name: str, target: Path) -> bytes:
+    """Replace `<run>/<name>` by a symbolic link to `target` (a file elsewhere); its bytes."""
+    target.write_bytes(b"someone else's file\n")
+    (run_dir / name).unlink(missing_ok=True)
+    (run_dir / name).symlink_to(target)
+    return target.read_bytes()
+
+
+def test_a_lock_file_planted_as_a_link_is_refused_and_its_target_unchanged(
+    tmp_path: Path,
+) -> None:
+    run_dir = tmp_path / "run"
+    train(compose_config(QUICK), run_dir)
+    target = tmp_path / "elsewhere.txt"
+    before = plant_link(run_dir, ".lock", target)
+    with pytest.raises(RunFolderError, match=r"\.lock is a symbolic link") as error:
+        train(compose_config(QUICK), run_dir)
+    assert "\n" not in str(error.value)
+    with pytest.raises(RunFolderError, match=r"\.lock is a symbolic link"):
+        evaluate_checkpoint(str(run_dir / "checkpoints" / "last.pt"), OmegaConf.create({}))
+    with pytest.raises(RunFolderError, match=r"\.lock is a symbolic link"):  # O_NOFOLLOW
+        acquire_lock(run_dir, "vgp-train")
+    assert target.read_bytes() == before
+
+
+@pytest.mark.parametrize("name", ["samples.png", "reconstructions.png", "train.log"])
+def test_run_files_planted_as_links_are_refused_and_their_targets_unchanged(
+    tmp_path: Path, name: str
+) -> None:
+    from vgp_bench.data.store import NoFollowFileHandler
+    from vgp_bench.images import save_grid
+
+    run_dir = tmp_path / "run"
+    train(compose_config([*TINY, "trainer.max_steps=2", "eval.at_end=false"]), run_dir)
+    target = tmp_path / "elsewhere.bin"
+    before = plant_link(run_dir, name, target)
+    with pytest.raises(RunFolderError, match=rf"{name} is a symbolic link"):
+        train(compose_config([*TINY, "trainer.max_steps=4", "eval.at_end=false"]), run_dir)
+    assert target.read_bytes() == before
+    # the writers themselves never follow a link, whatever the checks before them
+    if name.endswith(".png"):
+        save_grid(torch.zeros(4, 1, 8, 8), run_dir / name)
+        assert not (run_dir / name).is_symlink()
+    else:
+        with pytest.raises(OSError):
+            NoFollowFileHandler(str(run_dir / name)).close()
+    assert target.read_bytes() == before

@@ -31,7 +31,7 @@ from vgp_bench.eval_journal import EvaluationJournal, weights_sha256
 from vgp_bench.failures import USER_ERRORS, log_failure, print_error
 from vgp_bench.metrics import Evaluation, read_record, write_record
 from vgp_bench.models.base import LatentVariableModel
-from vgp_bench.run_folder import claimed, clear_orphans, refuse_if_locked
+from vgp_bench.run_folder import claimed, clear_orphans, refuse_if_locked, refuse_links
 from vgp_bench.runtime import CONFIG_DIR, ConfigError, code_version, make_generator
 from vgp_bench.settings import check_eval_settings
 from vgp_bench.signals import EvaluationInterrupted, interruptible, stop_signals
@@ -255,6 +255,7 @@ def evaluate_checkpoint(
     cfg = checkpoint_config(checkpoint, device_name, data_dir)
     cfg.eval = OmegaConf.merge(cfg.eval, eval_cfg)
     run_dir = run_folder_of(path)
+    refuse_links(run_dir)
     refuse_if_locked(run_dir)
     parts = components_from_checkpoint(cfg, checkpoint)
     step = int(checkpoint.get("state", {}).get("step", -1))

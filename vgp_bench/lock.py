@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from vgp_bench.data.store import open_no_follow
 from vgp_bench.failures import RunFolderError
 
 LOCK_NAME = ".lock"
@@ -56,11 +57,33 @@ def busy_error(run_dir: Path, holder: str) -> RunFolderError:
     )
 
 
+def link_error(path: Path) -> RunFolderError:
+    """The refusal of a run folder's file that is a symbolic link."""
+    try:
+        target = f" (to {os.readlink(path)})"
+    except OSError:
+        target = ""
+    return RunFolderError(
+        f"{path} is a symbolic link{target}: nothing is written through a link out of a run "
+        "folder; remove the link and run again"
+    )
+
+
+def open_lock_file(path: Path, flags: int) -> int:
+    """Open `<run>/.lock` without following a link (a link is refused, naming it)."""
+    try:
+        return open_no_follow(path, flags)
+    except OSError:
+        if path.is_symlink():
+            raise link_error(path) from None
+        raise
+
+
 def refuse_if_locked(run_dir: Path) -> None:
     """Raise naming the holder when another process holds the folder's lock (writes nothing)."""
     path = run_dir / LOCK_NAME
     try:
-        descriptor = os.open(path, os.O_RDONLY)
+        descriptor = open_lock_file(path, os.O_RDONLY)
     except FileNotFoundError:
         return
     try:
@@ -79,7 +102,7 @@ def acquire_lock(run_dir: Path, command: str) -> RunLock:
     path = run_dir / LOCK_NAME
     deadline = time.monotonic() + LOCK_RETRY_S
     while True:
-        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        descriptor = open_lock_file(path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -29,11 +29,11 @@ from vgp_bench.config_keys import (  # noqa: F401 (run_folder.NEWER_KEYS: the do
     is_resumable_key,
 )
 from vgp_bench.data.base import DatasetBundle
-from vgp_bench.data.store import orphaned_temporaries
+from vgp_bench.data.store import NoFollowFileHandler, atomic_write_text, orphaned_temporaries
 from vgp_bench.distributed import DistributedContext
 from vgp_bench.divergence import divergence
 from vgp_bench.failures import RunFolderError
-from vgp_bench.lock import LOCK_NAME, acquire_lock, refuse_if_locked
+from vgp_bench.lock import LOCK_NAME, acquire_lock, link_error, refuse_if_locked
 from vgp_bench.metrics import RunRecord, read_record, write_record
 from vgp_bench.runtime import code_version
 from vgp_bench.writer import NullWriter, Writer
@@ -41,6 +41,28 @@ from vgp_bench.writer import NullWriter, Writer
 LOG_NAME = "train.log"
 # Files whose presence means the folder holds (part of) a run.
 RUN_MARKERS = ("metrics.json", "config.yaml", "checkpoints")
+# The run's own subfolders: their entries are checked for links too.
+RUN_SUBFOLDERS = ("checkpoints", ".hydra", "tensorboard")
+
+
+def planted_links(run_dir: Path) -> list[Path]:
+    """The symbolic links among the folder's entries and those of its own subfolders."""
+    if not run_dir.is_dir():
+        return []
+    links = []
+    for entry in sorted(run_dir.iterdir()):
+        if entry.is_symlink():
+            links.append(entry)
+        elif entry.name in RUN_SUBFOLDERS and entry.is_dir():
+            links += [inner for inner in sorted(entry.iterdir()) if inner.is_symlink()]
+    return links
+
+
+def refuse_links(run_dir: Path) -> None:
+    """Raise naming the first file of the run folder that is a symbolic link (reads only)."""
+    links = planted_links(run_dir)
+    if links:
+        raise link_error(links[0])
 
 
 def remove_orphans(run_dir: Path) -> list[Path]:
@@ -181,6 +203,7 @@ def plan_run(cfg: DictConfig, run_dir: Path, total_shards: int, holding_lock: bo
     changes what the run computes, or whose data shards differ; any start that would
     overwrite a run (see `check_fresh_start`).
     """
+    refuse_links(run_dir)
     if not holding_lock:
         refuse_if_locked(run_dir)
     current = OmegaConf.to_container(cfg, resolve=True)
@@ -229,7 +252,7 @@ def run_logger() -> logging.Logger:
 def run_log(path: Path) -> Iterator[logging.Logger]:
     """Append the run logger's records to `path` while the context lasts."""
     logger = run_logger()
-    handler = logging.FileHandler(path, delay=True)
+    handler = NoFollowFileHandler(path, delay=True)
     handler.setFormatter(logging.Formatter("[%(asctime)s][%(levelname)s] %(message)s"))
     logger.addHandler(handler)
     try:
@@ -308,11 +331,9 @@ class RunFolder:
         self.log.info("%s at step %d in %s%s", started, step, self.path, changed)
         if not self.context.is_main:
             return NullWriter()
-        for name, node in self.hydra_files.items():
-            path = self.path / ".hydra" / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(OmegaConf.to_yaml(node))
-        OmegaConf.save(cfg, self.path / "config.yaml", resolve=True)
+        for name, node in self.hydra_files.items():  # atomic: never through a link
+            atomic_write_text(self.path / ".hydra" / name, OmegaConf.to_yaml(node))
+        atomic_write_text(self.path / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
         return SummaryWriter(str(self.path / "tensorboard"))
 
     def finish(self, x_shape: tuple[int, ...]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -56,6 +57,25 @@ def atomic_write(path: str | Path, write: Callable[[IO[bytes]], Any]) -> None:
         write(stream)
         stream.flush()
         os.fsync(stream.fileno())
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write `text` atomically (a link at `path` is replaced, never written through)."""
+    data = text.encode()
+    atomic_write(path, lambda stream: stream.write(data))
+
+
+def open_no_follow(path: str | Path, flags: int, mode: int = 0o666) -> int:
+    """`os.open` with O_NOFOLLOW: a symbolic link at `path` raises OSError (ELOOP)."""
+    return os.open(path, flags | os.O_NOFOLLOW, mode)
+
+
+class NoFollowFileHandler(logging.FileHandler):
+    """A logging FileHandler that appends to its file, never through a symbolic link."""
+
+    def _open(self):  # type: ignore[override]
+        descriptor = open_no_follow(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        return open(descriptor, self.mode, encoding=self.encoding, errors=self.errors)
 
 
 def plain_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
