@@ -466,8 +466,8 @@ def test_a_signal_during_validation_stops_it_and_the_resume_stays_exact(
 def test_orphaned_temporary_files_are_removed_at_the_next_start(tmp_path: Path) -> None:
     train(compose_config(QUICK), tmp_path)
     orphans = [
-        tmp_path / "checkpoints" / ".last.pt.k3j2h1.tmp",
-        tmp_path / ".metrics.json.abc123.tmp",
+        tmp_path / "checkpoints" / ".last.pt.vgp-k3j2h1.tmp",
+        tmp_path / ".metrics.json.vgp-abc123.tmp",
     ]
     for orphan in orphans:
         orphan.write_bytes(b"half a checkpoint")
@@ -476,7 +476,7 @@ def test_orphaned_temporary_files_are_removed_at_the_next_start(tmp_path: Path) 
     assert all(orphan.exists() for orphan in orphans)
     train(compose_config(QUICK), tmp_path)
     assert not any(orphan.exists() for orphan in orphans)
-    assert "removed .last.pt.k3j2h1.tmp" in (tmp_path / "train.log").read_text()
+    assert "removed .last.pt.vgp-k3j2h1.tmp" in (tmp_path / "train.log").read_text()
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
@@ -663,3 +663,26 @@ def test_run_files_planted_as_links_are_refused_and_their_targets_unchanged(
         with pytest.raises(OSError):
             NoFollowFileHandler(str(run_dir / name)).close()
     assert target.read_bytes() == before
+
+
+def test_a_folder_of_someone_elses_files_is_refused_and_only_our_temporaries_are_removed(
+    tmp_path: Path,
+) -> None:
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "samples.png").write_bytes(b"their picture")
+    (theirs / ".hidden.tmp").write_bytes(b"their temporary file")
+    (theirs / "train.log").write_text("my own notes\n")
+    before = snapshot(theirs)
+    with pytest.raises(RunFolderError, match=r"is not empty .* and holds no run") as error:
+        train(compose_config(QUICK), theirs)
+    assert "\n" not in str(error.value) and "hydra.run.dir" in str(error.value)
+    assert snapshot(theirs) == before
+    # in a run folder, a start removes the temporary files our writes name, and nothing else
+    run_dir = tmp_path / "run"
+    train(compose_config(QUICK), run_dir)
+    (run_dir / ".hidden.tmp").write_bytes(b"not ours")
+    (run_dir / ".metrics.json.vgp-abc123.tmp").write_bytes(b"ours, left by a kill")
+    train(compose_config(QUICK), run_dir)
+    assert (run_dir / ".hidden.tmp").read_bytes() == b"not ours"
+    assert not (run_dir / ".metrics.json.vgp-abc123.tmp").exists()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -77,6 +78,38 @@ def remove_orphans(run_dir: Path) -> list[Path]:
 
 def holds_run(run_dir: Path) -> bool:
     return any((run_dir / name).exists() for name in RUN_MARKERS)
+
+
+# The first line of a log this package writes: `[2026-01-31 12:00:00,000][...`
+OWN_LOG_START = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\]\[")
+
+
+def is_own_leftover(entry: Path) -> bool:
+    """Whether `entry` is what an attempt of this package leaves before it holds a run: the
+    lock, a log in this package's format, a temporary file of its atomic writes."""
+    if entry.is_symlink() or not entry.is_file():
+        return False
+    if entry.name == LOCK_NAME or entry in orphaned_temporaries(entry.parent):
+        return True
+    if entry.name not in (LOG_NAME, "eval.log"):
+        return False
+    with entry.open("rb") as stream:
+        first = stream.readline(200).decode(errors="replace")
+    return not first or bool(OWN_LOG_START.match(first))
+
+
+def refuse_foreign_folder(run_dir: Path) -> None:
+    """Raise when `run_dir` holds files but no run (someone's own folder); reads only."""
+    if not run_dir.is_dir() or holds_run(run_dir):
+        return
+    foreign = sorted(e.name for e in run_dir.iterdir() if not is_own_leftover(e))
+    if foreign:
+        more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        shown = ", ".join(foreign[:3]) + more
+        raise RunFolderError(
+            f"{run_dir} is not empty ({shown}) and holds no run: a run is written only into "
+            "a new or empty folder or its own run folder; pick another hydra.run.dir"
+        )
 
 
 def recorded_status(run_dir: Path) -> str:
@@ -204,6 +237,7 @@ def plan_run(cfg: DictConfig, run_dir: Path, total_shards: int, holding_lock: bo
     overwrite a run (see `check_fresh_start`).
     """
     refuse_links(run_dir)
+    refuse_foreign_folder(run_dir)
     if not holding_lock:
         refuse_if_locked(run_dir)
     current = OmegaConf.to_container(cfg, resolve=True)

@@ -15,6 +15,9 @@ import numpy as np
 from vgp_bench.data.base import CorruptDataError
 
 FileState = Literal["match", "different", "unreadable"]
+# What names this package's temporary files: `.<name>.vgp-<random>.tmp`. Only files so named
+# are ever removed as left by a killed write; anyone else's `.x.tmp` is not ours to delete.
+TEMPORARY_MARK = ".vgp-"
 
 
 def current_umask() -> int:
@@ -26,14 +29,16 @@ def current_umask() -> int:
 
 @contextmanager
 def atomic_file(path: str | Path) -> Iterator[Path]:
-    """A temporary path `.<name>.*.tmp` beside `path`, renamed over `path` on success.
+    """A temporary path `.<name>.vgp-*.tmp` beside `path`, renamed over `path` on success.
 
     For writers that need a name (h5py). The file gets the usual permissions, 0666 less the
     umask (mkstemp alone makes 0600); on any error the temporary file is removed.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    handle, temporary = tempfile.mkstemp(
+        prefix=f".{path.name}{TEMPORARY_MARK}", suffix=".tmp", dir=path.parent
+    )
     try:
         try:
             os.fchmod(handle, 0o666 & ~current_umask())
@@ -47,8 +52,12 @@ def atomic_file(path: str | Path) -> Iterator[Path]:
 
 
 def orphaned_temporaries(folder: Path) -> list[Path]:
-    """The temporary files in `folder` of atomic writes whose process was killed."""
-    return sorted(folder.glob(".*.tmp")) if folder.is_dir() else []
+    """The temporary files in `folder` of this package's atomic writes whose process was
+    killed (named `.<name>.vgp-*.tmp`; no other file, whatever its name)."""
+    if not folder.is_dir():
+        return []
+    found = folder.glob(f".*{TEMPORARY_MARK}*.tmp")
+    return sorted(path for path in found if path.is_file() and not path.is_symlink())
 
 
 def atomic_write(path: str | Path, write: Callable[[IO[bytes]], Any]) -> None:
