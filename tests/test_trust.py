@@ -20,10 +20,12 @@ from omegaconf import OmegaConf
 
 from tests.helpers import REPO, TINY, compose_config
 from vgp_bench import report
+from vgp_bench import run_folder as run_folder_module
 from vgp_bench import train as train_module
 from vgp_bench.blackbox_cli import run as fit_run
 from vgp_bench.checkpoint import load_checkpoint, save_checkpoint, write_json
 from vgp_bench.data.store import atomic_file
+from vgp_bench.distributed import DistributedContext
 from vgp_bench.divergence import divergence
 from vgp_bench.eval_journal import EvaluationJournal
 from vgp_bench.evaluate import evaluate_checkpoint
@@ -686,3 +688,146 @@ def test_a_folder_of_someone_elses_files_is_refused_and_only_our_temporaries_are
     train(compose_config(QUICK), run_dir)
     assert (run_dir / ".hidden.tmp").read_bytes() == b"not ours"
     assert not (run_dir / ".metrics.json.vgp-abc123.tmp").exists()
+
+
+# ---------------------------------------------------------------- messages that lead somewhere
+
+
+def test_a_divergence_names_only_the_checkpoint_that_exists(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    diverging = [*QUICK, "trainer.max_steps=20", "optim.optimizer.lr=1e30"]
+    with pytest.raises(NonFiniteTrainingError) as error:  # in its first epoch
+        train(compose_config([*diverging, "trainer.max_nonfinite=2"]), run_dir)
+    assert not (run_dir / "checkpoints" / "last.pt").exists()
+    assert "no checkpoint was written" in str(error.value)
+    assert "last.pt" not in str(error.value)
+    # the advice leads somewhere: the same folder restarts with a lower step size
+    assert train(compose_config(QUICK), run_dir)["status"] == "finished"
+    assert (
+        "the last good checkpoint is"
+        in run_folder_module.RunFolder(run_dir, DistributedContext(), {}).divergence_advice()
+    )
+
+
+def test_init_model_is_checked_before_anything_is_written(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    with pytest.raises(ConfigError, match=r"trainer\.init_model=.*not found"):
+        train(compose_config([*QUICK, f"trainer.init_model={tmp_path / 'no.pt'}"]), run_dir)
+    assert not run_dir.exists()
+    with pytest.raises(ConfigError, match="is a folder"):
+        train(compose_config([*QUICK, f"trainer.init_model={tmp_path}"]), run_dir)
+    assert not run_dir.exists()
+    assert train(compose_config(QUICK), run_dir)["status"] == "finished"  # the folder works
+
+
+@pytest.mark.parametrize("how", ["crash before last.pt", "last.pt removed"])
+def test_a_run_that_never_wrote_last_pt_restarts_keeping_the_attempts_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    run_dir = tmp_path / "run"
+    if how == "crash before last.pt":
+
+        def crash(self, name: str = "last.pt") -> None:
+            raise RuntimeError("killed before the first last.pt")
+
+        monkeypatch.setattr(Trainer, "save", crash)
+        with pytest.raises(RuntimeError):
+            train(compose_config(QUICK), run_dir)
+        monkeypatch.undo()
+    else:
+        train(compose_config(TINY), run_dir)  # best.pt and last.pt
+        (run_dir / "checkpoints" / "last.pt").unlink()  # as an error advised
+    before = snapshot(run_dir)
+    metrics = train(compose_config(QUICK), run_dir)
+    assert metrics["status"] == "finished" and metrics["steps"] == 2
+    (attempt,) = [path for path in tmp_path.iterdir() if path.name.startswith("run.attempt-")]
+    assert metrics["previous_attempt"] == str(attempt)
+    kept = snapshot(attempt)
+    assert {name: kept[name] for name in before if name != "train.log"} == {
+        name: value for name, value in before.items() if name != "train.log"
+    }
+
+
+def test_an_unreadable_metrics_json_is_named_before_any_work(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    train(compose_config(QUICK), run_dir)
+    (run_dir / "metrics.json").write_text('{"status": "fin\x01ished"}')
+    before = snapshot(run_dir)
+    for start in (
+        lambda: train(compose_config(QUICK), run_dir),
+        lambda: evaluate_checkpoint(str(run_dir / "checkpoints" / "last.pt"), OmegaConf.create({})),
+    ):
+        with pytest.raises(RunFolderError, match=r"metrics\.json is unreadable") as error:
+            start()
+        assert str(run_dir / "metrics.json") in str(error.value)
+        assert snapshot(run_dir) == before
+
+
+def test_a_full_disk_during_a_checkpoint_is_one_line_and_keeps_the_last_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vgp_bench import checkpoint as checkpoint_module
+    from vgp_bench.data.store import NoSpaceError
+
+    run_dir = tmp_path / "run"
+    train(compose_config(QUICK), run_dir)
+    last = run_dir / "checkpoints" / "last.pt"
+    before = last.read_bytes()
+    real_write = checkpoint_module.atomic_write
+
+    def full_disk(path, write) -> None:
+        def half_then_full(stream) -> None:
+            stream.write(b"half a checkpoint")
+            raise OSError(28, "No space left on device")
+
+        real_write(path, half_then_full if str(path).endswith(".pt") else write)
+
+    monkeypatch.setattr(checkpoint_module, "atomic_write", full_disk)
+    with pytest.raises(NoSpaceError) as error:
+        train(compose_config([*QUICK, "trainer.max_steps=4"]), run_dir)
+    assert str(error.value).startswith(f"no space left on {run_dir / 'checkpoints'}")
+    assert last.read_bytes() == before
+    assert not list((run_dir / "checkpoints").glob(".*.tmp"))
+
+
+def test_vgp_eval_says_when_its_result_was_not_recorded(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    train(compose_config(QUICK), run_dir)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copy(run_dir / "checkpoints" / "last.pt", elsewhere / "model.pt")
+    before = snapshot(elsewhere)
+    result = cli(
+        "vgp-eval",
+        [f"checkpoint={elsewhere / 'model.pt'}", "eval.is_samples=2", "device=cpu"],
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "the result was not recorded" in result.stderr and "holds no run" in result.stderr
+    assert snapshot(elsewhere) == before  # nothing written beside a foreign checkpoint
+    assert "test:" not in result.stdout  # the table only, no YAML dump
+
+
+def test_messages_are_true_for_the_command_that_prints_them(tmp_path: Path) -> None:
+    from vgp_bench.evaluate import resolve_checkpoint
+
+    run_dir = tmp_path / "run"
+    train(compose_config(QUICK), run_dir)  # no validated epoch: no best.pt
+    last = run_dir / "checkpoints" / "last.pt"
+    assert resolve_checkpoint(run_dir) == last  # a run folder: its best, else its last
+    with pytest.raises(FileNotFoundError, match=r"this run has .*last\.pt"):
+        resolve_checkpoint(run_dir / "checkpoints" / "best.pt")
+    with pytest.raises(FileNotFoundError, match="is a folder"):
+        load_checkpoint(run_dir)
+    lock = acquire_lock(run_dir, "vgp-train")
+    try:
+        with pytest.raises(RunFolderError, match="evaluate a copy of the run folder") as busy:
+            evaluate_checkpoint(str(last), OmegaConf.create({}))
+    finally:
+        lock.release()
+    assert "hydra.run.dir" not in str(busy.value)
+    marker = tmp_path / "marker"
+    write_malicious_checkpoint(tmp_path / "evil.pt", marker)
+    with pytest.raises(ValueError, match="nothing in it was executed") as refused:
+        load_checkpoint(tmp_path / "evil.zip.pt")
+    assert "weights_only" not in str(refused.value) and "unsupported GLOBAL" in str(refused.value)

@@ -31,11 +31,19 @@ from vgp_bench.eval_journal import EvaluationJournal, weights_sha256
 from vgp_bench.failures import USER_ERRORS, log_failure, print_error
 from vgp_bench.metrics import Evaluation, read_record, write_record
 from vgp_bench.models.base import LatentVariableModel
-from vgp_bench.run_folder import claimed, clear_orphans, refuse_if_locked, refuse_links
+from vgp_bench.run_folder import (
+    check_record,
+    claimed,
+    clear_orphans,
+    refuse_if_locked,
+    refuse_links,
+)
 from vgp_bench.runtime import CONFIG_DIR, ConfigError, code_version, make_generator
 from vgp_bench.settings import check_eval_settings
 from vgp_bench.signals import EvaluationInterrupted, interruptible, stop_signals
 
+# How vgp-eval goes on when the run folder is busy (it writes into the run's own folder).
+EVAL_BUSY_ADVICE = "or evaluate a copy of the run folder"
 # An IS estimate may dip below the bound by Monte Carlo noise; flag it past this many nats.
 BELOW_BOUND_TOLERANCE = 0.05
 
@@ -237,6 +245,42 @@ def run_folder_of(checkpoint: Path) -> Path:
     return parent.parent if parent.name == "checkpoints" else parent
 
 
+def resolve_checkpoint(given: Path) -> Path:
+    """The checkpoint file to evaluate: `given`, or for a run folder its best.pt, else its
+    last.pt; a missing file's error says what the folder has instead."""
+    if given.is_dir():
+        for name in ("best.pt", "last.pt"):
+            if (given / "checkpoints" / name).is_file():
+                return given / "checkpoints" / name
+        raise FileNotFoundError(
+            f"checkpoint {given} is a folder without checkpoints/best.pt or last.pt; give a "
+            "run folder or a checkpoint file"
+        )
+    if not given.exists() and (given.parent / "last.pt").is_file():
+        raise FileNotFoundError(
+            f"checkpoint {given} not found; this run has {given.parent / 'last.pt'} (best.pt "
+            "is written only after a validated epoch)"
+        )
+    return given
+
+
+def recording_problem(run_dir: Path) -> str | None:
+    """Why an evaluation of a checkpoint in `run_dir` cannot be added to its record, or None."""
+    if not (run_dir / "metrics.json").is_file():
+        return f"{run_dir} holds no run (no metrics.json)"
+    if not os.access(run_dir, os.W_OK) or not os.access(run_dir / "metrics.json", os.W_OK):
+        return f"{run_dir} is read-only"
+    return None
+
+
+def not_recorded_notice(run_dir: Path, problem: str) -> str:
+    """The notice vgp-eval prints when its result goes nowhere but the screen."""
+    return (
+        f"the result was not recorded: {problem}; to record it, evaluate the checkpoint "
+        "inside its run folder where that is writable (a copy of the folder will do)"
+    )
+
+
 def evaluate_checkpoint(
     checkpoint_path: str,
     eval_cfg: DictConfig,
@@ -250,17 +294,23 @@ def evaluate_checkpoint(
     and the log goes to its eval.log.
     """
     check_eval_settings(OmegaConf.create({"eval": eval_cfg}))
-    path = Path(checkpoint_path)
+    path = resolve_checkpoint(Path(checkpoint_path))
+    run_dir = run_folder_of(path)
+    writable = recording_problem(run_dir) is None  # else nothing is written anywhere
+    if writable:
+        refuse_links(run_dir)
+        check_record(run_dir)
+        refuse_if_locked(run_dir, EVAL_BUSY_ADVICE)
     checkpoint = load_checkpoint(path)
     cfg = checkpoint_config(checkpoint, device_name, data_dir)
     cfg.eval = OmegaConf.merge(cfg.eval, eval_cfg)
-    run_dir = run_folder_of(path)
-    refuse_links(run_dir)
-    refuse_if_locked(run_dir)
     parts = components_from_checkpoint(cfg, checkpoint)
     step = int(checkpoint.get("state", {}).get("step", -1))
-    writable = os.access(run_dir, os.W_OK)
-    claim = claimed(run_dir, "vgp-eval", log_name="eval.log") if writable else nullcontext(None)
+    claim = (
+        claimed(run_dir, "vgp-eval", "eval.log", EVAL_BUSY_ADVICE)
+        if writable
+        else nullcontext(None)
+    )
     with claim as log, stop_signals() as request:
         log = log or logging.getLogger(__name__)
         if writable:
@@ -304,7 +354,7 @@ def evaluate_checkpoint(
             evaluated_at=datetime.now().astimezone().isoformat(timespec="seconds"),
         )
         metrics_path = run_dir / "metrics.json"
-        if writable and metrics_path.exists():
+        if writable:
             record = read_record(metrics_path)
             evaluation.run_steps = record.steps
             record.add_evaluation(evaluation)
@@ -372,8 +422,11 @@ def _hydra_main(cfg: DictConfig) -> None:
         )
         sys.exit(1)
     try:
+        checkpoint = resolve_checkpoint(Path(str(cfg.checkpoint)))
+        if checkpoint != Path(str(cfg.checkpoint)):
+            print(f"vgp-eval: evaluating {checkpoint}", file=sys.stderr)
         summary = evaluate_checkpoint(
-            cfg.checkpoint, cfg.eval, device_name=cfg.device, data_dir=cfg.data_dir
+            str(checkpoint), cfg.eval, device_name=cfg.device, data_dir=cfg.data_dir
         )
     except EvaluationInterrupted as signal_name:
         print(
@@ -386,7 +439,12 @@ def _hydra_main(cfg: DictConfig) -> None:
         print_error("vgp-eval", error, expected=isinstance(error, USER_ERRORS))
         sys.exit(1)
     print(format_summary(summary))
-    print(OmegaConf.to_yaml(OmegaConf.create({"test": summary})).strip())
+    run_dir = run_folder_of(checkpoint)
+    problem = recording_problem(run_dir)
+    if problem is None:
+        print(f"recorded in {run_dir / 'metrics.json'} (evaluations)")
+    else:
+        print(f"vgp-eval: {not_recorded_notice(run_dir, problem)}", file=sys.stderr)
 
 
 def main() -> None:

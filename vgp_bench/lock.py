@@ -50,11 +50,12 @@ def read_holder(path: Path) -> str:
     return text.splitlines()[0] if text else "another process"
 
 
-def busy_error(run_dir: Path, holder: str) -> RunFolderError:
-    return RunFolderError(
-        f"{run_dir} is in use by {holder}: wait for it to finish, or write into another "
-        "folder (hydra.run.dir=...)"
-    )
+WRITE_ELSEWHERE = "or write into another folder (hydra.run.dir=...)"
+
+
+def busy_error(run_dir: Path, holder: str, advice: str = WRITE_ELSEWHERE) -> RunFolderError:
+    """The refusal of a folder another process holds; `advice`: the way on for this command."""
+    return RunFolderError(f"{run_dir} is in use by {holder}: wait for it to finish, {advice}")
 
 
 def link_error(path: Path) -> RunFolderError:
@@ -79,7 +80,7 @@ def open_lock_file(path: Path, flags: int) -> int:
         raise
 
 
-def refuse_if_locked(run_dir: Path) -> None:
+def refuse_if_locked(run_dir: Path, advice: str = WRITE_ELSEWHERE) -> None:
     """Raise naming the holder when another process holds the folder's lock (writes nothing)."""
     path = run_dir / LOCK_NAME
     try:
@@ -90,13 +91,13 @@ def refuse_if_locked(run_dir: Path) -> None:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise busy_error(run_dir, read_holder(path)) from None
+            raise busy_error(run_dir, read_holder(path), advice) from None
         fcntl.flock(descriptor, fcntl.LOCK_UN)
     finally:
         os.close(descriptor)
 
 
-def acquire_lock(run_dir: Path, command: str) -> RunLock:
+def acquire_lock(run_dir: Path, command: str, advice: str = WRITE_ELSEWHERE) -> RunLock:
     """Take the folder's lock or raise naming its holder; the lock file says who holds it."""
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / LOCK_NAME
@@ -108,7 +109,7 @@ def acquire_lock(run_dir: Path, command: str) -> RunLock:
         except BlockingIOError:
             os.close(descriptor)
             if time.monotonic() > deadline:
-                raise busy_error(run_dir, read_holder(path)) from None
+                raise busy_error(run_dir, read_holder(path), advice) from None
             time.sleep(0.02)
             continue
         try:  # the previous holder may have removed the file between our open and flock

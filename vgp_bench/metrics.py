@@ -203,6 +203,7 @@ class RunRecord(Record):
     best_epoch = Key[int]()  # the epoch of the best validation bound (best.pt)
     stop_reason = Key[str]()  # epochs | max_steps | early_stopping (set when training ended)
     resume_changes = Key[list[dict[str, Any]]]()  # [{step, changes: {key: [old, new]}}]
+    previous_attempt = Key[str]()  # where a start moved the folder's previous run or attempt
     # results
     test = RecordKey(Evaluation)  # the run's own final evaluation
     evaluations = RecordListKey(Evaluation)  # vgp-eval's, appended

@@ -34,7 +34,13 @@ from vgp_bench.data.store import NoFollowFileHandler, atomic_write_text, orphane
 from vgp_bench.distributed import DistributedContext
 from vgp_bench.divergence import divergence
 from vgp_bench.failures import RunFolderError
-from vgp_bench.lock import LOCK_NAME, acquire_lock, link_error, refuse_if_locked
+from vgp_bench.lock import (
+    LOCK_NAME,
+    WRITE_ELSEWHERE,
+    acquire_lock,
+    link_error,
+    refuse_if_locked,
+)
 from vgp_bench.metrics import RunRecord, read_record, write_record
 from vgp_bench.runtime import code_version
 from vgp_bench.writer import NullWriter, Writer
@@ -74,6 +80,20 @@ def remove_orphans(run_dir: Path) -> list[Path]:
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
+
+
+def check_record(run_dir: Path) -> None:
+    """Raise naming the folder's metrics.json when it cannot be read back (reads only)."""
+    path = run_dir / "metrics.json"
+    if not path.exists():
+        return
+    try:
+        read_record(path)
+    except (OSError, ValueError) as error:
+        raise RunFolderError(
+            f"{path} is unreadable ({' '.join(str(error).split())}): restore it from a backup, "
+            "or move it out of the folder to go on without the run's record"
+        ) from None
 
 
 def holds_run(run_dir: Path) -> bool:
@@ -124,25 +144,25 @@ def recorded_status(run_dir: Path) -> str:
 def check_fresh_start(run_dir: Path, resume: bool, move_aside: bool) -> Path | None:
     """Where the old run goes when a new one starts in `run_dir`; raise if it must not start.
 
-    A folder holding a run is never overwritten: with `trainer.resume=false` (or nothing to
-    resume from) the run is refused, unless `trainer.move_aside=true` asks to move the old
-    files to a sibling folder first. Returns that sibling (not yet created), or None.
+    A folder holding a run is never overwritten: with `trainer.resume=false` the run is
+    refused, unless `trainer.move_aside=true` asks to move the old files to a sibling folder
+    first. Returns that sibling (not yet created), or None.
     """
     if not holds_run(run_dir):
         return None
     if move_aside:
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        return unique_path(run_dir.with_name(f"{run_dir.name}.replaced-{stamp}"))
-    why = (
-        "trainer.resume=false would overwrite it"
-        if not resume
-        else "it has no checkpoints/last.pt to resume from"
-    )
+        return sibling_path(run_dir, "replaced")
     raise RunFolderError(
-        f"{run_dir} holds a run ({recorded_status(run_dir)}) and {why}: write into a new "
-        "folder (hydra.run.dir=...), or pass trainer.move_aside=true to move the old run "
-        "to a sibling folder first"
+        f"{run_dir} holds a run ({recorded_status(run_dir)}) and trainer.resume=false would "
+        "overwrite it: write into a new folder (hydra.run.dir=...), or pass "
+        "trainer.move_aside=true to move the old run to a sibling folder first"
     )
+
+
+def sibling_path(run_dir: Path, why: str) -> Path:
+    """A free sibling `<folder>.<why>-<time>` for the folder's old run (not created)."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return unique_path(run_dir.with_name(f"{run_dir.name}.{why}-{stamp}"))
 
 
 def unique_path(path: Path) -> Path:
@@ -192,6 +212,19 @@ def resume_changes(
     return {key: [old.get(key), new.get(key)] for key in changed}
 
 
+def load_last_checkpoint(last: Path) -> dict[str, Any]:
+    """`last.pt` to resume from; unreadable, the error says how the run can go on."""
+    try:
+        return load_checkpoint(last, map_location="cpu")
+    except ValueError as error:
+        reason = str(error).split("; delete it")[0]
+        raise RunFolderError(
+            f"{reason}; move it out of the folder and run again to restart the run from "
+            "scratch (its record is kept in a sibling folder), or write into a new folder "
+            "(hydra.run.dir=...)"
+        ) from error
+
+
 @dataclass
 class RunPlan:
     """What a start does to its run folder, decided before anything is written."""
@@ -199,6 +232,7 @@ class RunPlan:
     checkpoint: dict[str, Any] | None = None  # to resume from
     changes: dict[str, list[Any]] = field(default_factory=dict)  # accepted config changes
     move_to: Path | None = None  # where the folder's old run goes first
+    restarted: bool = False  # the old run is an attempt that never wrote last.pt
 
 
 def agreed_plan(
@@ -238,14 +272,15 @@ def plan_run(cfg: DictConfig, run_dir: Path, total_shards: int, holding_lock: bo
     """
     refuse_links(run_dir)
     refuse_foreign_folder(run_dir)
+    check_record(run_dir)
     if not holding_lock:
         refuse_if_locked(run_dir)
     current = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(current, dict)
     trainer = cfg.trainer
     last = run_dir / "checkpoints" / "last.pt"
-    if trainer.resume and last.exists():
-        checkpoint = load_checkpoint(last, map_location="cpu")
+    if trainer.resume and (last.exists() or last.is_symlink()):
+        checkpoint = load_last_checkpoint(last)
         changes = resume_changes(checkpoint["config"], current, run_dir)
         saved_shards = len(checkpoint["generators"])
         if saved_shards != total_shards:
@@ -255,14 +290,11 @@ def plan_run(cfg: DictConfig, run_dir: Path, total_shards: int, holding_lock: bo
                 "same number of processes and micro-batches"
             )
         return RunPlan(checkpoint, changes)
-    saved_config = run_dir / "config.yaml"
-    if trainer.resume and saved_config.is_file() and not any(run_dir.glob("checkpoints/*.pt")):
-        # an attempt that stopped before its first checkpoint: nothing to lose by restarting
-        # it, as long as it is the same run
-        saved = OmegaConf.to_container(OmegaConf.load(saved_config), resolve=True)
-        assert isinstance(saved, dict)
-        resume_changes(saved, current, run_dir)
-        return RunPlan()
+    if trainer.resume and holds_run(run_dir):
+        # an attempt that never wrote last.pt (it failed, or its last.pt was removed): there
+        # is nothing to resume, so the run restarts from scratch; the attempt's files (its
+        # record, a best.pt) move to a sibling folder first, never overwritten
+        return RunPlan(move_to=sibling_path(run_dir, "attempt"), restarted=True)
     move_to = check_fresh_start(run_dir, bool(trainer.resume), bool(trainer.get("move_aside")))
     return RunPlan(move_to=move_to)
 
@@ -297,10 +329,12 @@ def run_log(path: Path) -> Iterator[logging.Logger]:
 
 
 @contextmanager
-def claimed(run_dir: Path, command: str, log_name: str = LOG_NAME) -> Iterator[logging.Logger]:
+def claimed(
+    run_dir: Path, command: str, log_name: str = LOG_NAME, advice: str = WRITE_ELSEWHERE
+) -> Iterator[logging.Logger]:
     """Hold the folder's lock and log into the folder (the log file opens at its first
     record, so a folder can still be moved aside before that)."""
-    lock = acquire_lock(run_dir, command)
+    lock = acquire_lock(run_dir, command, advice)
     try:
         with run_log(run_dir / log_name) as logger:
             yield logger
@@ -344,8 +378,11 @@ class RunFolder:
             return plan
         if plan.move_to is not None:
             move_aside(self.path, plan.move_to)
-            print(f"vgp-train: moved the folder's previous run to {plan.move_to}", file=sys.stderr)
-            self.log.info("moved the folder's previous run to %s", plan.move_to)
+            what = "attempt (it never wrote checkpoints/last.pt)" if plan.restarted else "run"
+            message = f"moved the folder's previous {what} to {plan.move_to}"
+            print(f"vgp-train: {message}; starting from scratch", file=sys.stderr)
+            self.log.info(message)
+            self.record.previous_attempt = str(plan.move_to)
         clear_orphans(self.path, self.log)
         previous = self.path / "metrics.json"
         if plan.checkpoint is not None and previous.exists():
@@ -376,6 +413,20 @@ class RunFolder:
         self.record.update(divergence(None if test is None else test.data, x_shape))
         if self.record.diverged:
             self.log.warning("diverged: %s", self.record.diverged_reason)
+
+    def divergence_advice(self) -> str:
+        """What a diverged run keeps and how to go on: only files that exist are named."""
+        last = self.checkpoints / "last.pt"
+        if last.is_file():
+            return (
+                f"the last good checkpoint is {last}; lower optim.optimizer.lr or set "
+                "trainer.grad_clip, in a new folder (hydra.run.dir=...) or with "
+                "trainer.move_aside=true"
+            )
+        return (
+            "no checkpoint was written; lower optim.optimizer.lr or set trainer.grad_clip "
+            "and run again (this attempt is then moved to a sibling folder)"
+        )
 
     def report_stop(self, signal_name: str) -> None:
         """Say that a stop signal left a checkpoint to resume from."""

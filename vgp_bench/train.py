@@ -18,6 +18,7 @@ from tqdm import tqdm
 from vgp_bench.build import Components, build_components
 from vgp_bench.checkpoint import (
     RunState,
+    initial_model,
     load_checkpoint,
     load_initial_model,
     restore_training,
@@ -103,7 +104,10 @@ class Trainer:
             except BaseException as error:
                 error_text = log_failure(self.log, error, isinstance(error, EXPECTED_ERRORS))
                 if self.context.is_main:
-                    self.write_metrics("failed", error_text)
+                    try:
+                        self.write_metrics("failed", error_text)
+                    except OSError as failed:  # a full disk: the error itself is the news
+                        self.log.error("could not record the failure: %s", failed)
                     error.add_note(f"traceback in {self.folder.path / 'train.log'}")
                 raise
             finally:
@@ -303,11 +307,7 @@ class Trainer:
         cause = f" ({cause})" if cause else ""
         self.log.warning("step %d skipped: non-finite bound or gradient%s", step, cause)
         if stop_run:
-            last = self.folder.checkpoints / "last.pt"
-            advice = "lower optim.optimizer.lr or set trainer.grad_clip"
-            raise self.nonfinite.error(
-                step, f"{cause}; the last good checkpoint is {last}; {advice}"
-            )
+            raise self.nonfinite.error(step, f"{cause}; {self.folder.divergence_advice()}")
 
     def save_images(self) -> None:
         """samples.png, reconstructions.png (and the model's own figures), and TensorBoard's."""
@@ -351,9 +351,8 @@ class Trainer:
         generator_states = self.training_step.generator_states()
         check_finite_parameters(
             self.parts.parameters,
-            f"at step {self.state.step} (a non-finite gradient); the last good checkpoint "
-            f"{self.folder.checkpoints / 'last.pt'} is kept; set trainer.grad_clip or "
-            "trainer.check_gradients=true, or lower optim.optimizer.lr",
+            f"at step {self.state.step} (a non-finite gradient; set trainer.grad_clip or "
+            f"trainer.check_gradients=true); {self.folder.divergence_advice()}",
         )
         if self.context.is_main:
             checkpoint = training_checkpoint(self.parts, generator_states, self.state, self.cfg)
@@ -441,7 +440,9 @@ def train(
     try:
         run_dir = Path(context.broadcast_object(str(run_dir)))
         total_shards = context.world_size * int(cfg.trainer.micro_batches)
-        agreed_plan(context, cfg, run_dir, total_shards, False)  # refuse before loading anything
+        plan = agreed_plan(context, cfg, run_dir, total_shards, False)  # refuse before loading
+        if plan.checkpoint is None:
+            initial_model(cfg)  # a missing or unfit trainer.init_model is a bad setting too
         parts = build_components(cfg, context=context)
         return Trainer(cfg, run_dir, parts, context, hydra_files).fit()
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import tempfile
@@ -18,6 +19,21 @@ FileState = Literal["match", "different", "unreadable"]
 # What names this package's temporary files: `.<name>.vgp-<random>.tmp`. Only files so named
 # are ever removed as left by a killed write; anyone else's `.x.tmp` is not ours to delete.
 TEMPORARY_MARK = ".vgp-"
+
+
+class NoSpaceError(OSError):
+    """A write that found the disk full; the file it was to replace is unchanged."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def no_space_error(path: Path) -> NoSpaceError:
+    return NoSpaceError(
+        errno.ENOSPC,
+        f"no space left on {path.parent} (writing {path.name}); free some space and run the "
+        "same command again: the files already there are unchanged",
+    )
 
 
 def current_umask() -> int:
@@ -46,6 +62,11 @@ def atomic_file(path: str | Path) -> Iterator[Path]:
             os.close(handle)
         yield Path(temporary)
         os.replace(temporary, path)
+    except OSError as error:
+        Path(temporary).unlink(missing_ok=True)
+        if error.errno == errno.ENOSPC and not isinstance(error, NoSpaceError):
+            raise no_space_error(path) from error
+        raise
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
