@@ -831,3 +831,110 @@ def test_messages_are_true_for_the_command_that_prints_them(tmp_path: Path) -> N
     with pytest.raises(ValueError, match="nothing in it was executed") as refused:
         load_checkpoint(tmp_path / "evil.zip.pt")
     assert "weights_only" not in str(refused.value) and "unsupported GLOBAL" in str(refused.value)
+
+
+# ---------------------------------------------------------------- checked before the folder exists
+
+
+def pre_start(command: str, overrides: list[str], run_dir: Path, capsys) -> str:
+    """The one line `command`'s pre-start check prints for these overrides ('' if it passes)."""
+    from vgp_bench.prestart import PreStart
+
+    name = "fit" if command == "vgp-fit" else "config"
+    config = compose_config(
+        [*overrides, f"hydra.run.dir={run_dir}"], config_name=name, return_hydra_config=True
+    )
+    try:
+        PreStart(command).on_run_start(config)
+    except SystemExit as stop:
+        assert stop.code == 1
+        (line,) = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        return line
+    return ""
+
+
+def test_a_value_of_the_wrong_type_is_one_line_naming_the_key_and_type(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    bad = [*QUICK, "inference=vgp", "inference.variational_data_size=abc"]
+    with pytest.raises(ConfigError) as error:
+        train(compose_config(bad), run_dir)
+    assert str(error.value) == "inference.variational_data_size must be an integer, got 'abc'"
+    with pytest.raises(ConfigError, match=r"model\.latent_dims must be a list"):
+        train(compose_config([*QUICK, "model.latent_dims=3"]), run_dir)
+    assert not run_dir.exists()
+
+
+@pytest.mark.parametrize("case", ["a file", "a 300-character name", "a read-only parent"])
+def test_a_run_folder_that_cannot_be_made_is_one_line_and_nothing_is_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, case: str
+) -> None:
+    (tmp_path / "afile").write_text("mine\n")
+    run_dir = {
+        "a file": tmp_path / "afile",
+        "a 300-character name": tmp_path / ("x" * 300),
+        "a read-only parent": tmp_path / "locked" / "run",
+    }[case]
+    if case == "a read-only parent":  # root writes anywhere: the check itself is what counts
+        (tmp_path / "locked").mkdir()
+        real_access = os.access
+        monkeypatch.setattr(
+            "vgp_bench.prestart.os.access",
+            lambda path, mode: real_access(path, mode) and Path(path).name != "locked",
+        )
+    before = sorted(path.name for path in tmp_path.iterdir())
+    line = pre_start("vgp-train", QUICK, run_dir, capsys)
+    assert line.startswith("vgp-train: error: ") and line.endswith("pick another hydra.run.dir")
+    assert {"a file": "is a file", "a 300-character name": "300 bytes"}.get(
+        case, "read-only"
+    ) in line
+    assert sorted(path.name for path in tmp_path.iterdir()) == before
+    if case == "a file":  # the whole command line: Hydra never gets to make the folder
+        result = cli("vgp-train", [*QUICK, f"hydra.run.dir={run_dir}/run"], tmp_path)
+        assert result.returncode == 1 and len(error_lines(result)) == 1, result.stderr
+        assert "is a file, not a folder" in result.stderr
+
+
+def test_bad_settings_for_a_new_folder_create_nothing(tmp_path: Path, capsys) -> None:
+    run_dir = tmp_path / "new" / "run"
+    line = pre_start("vgp-train", [*QUICK, "trainer.epochs=abc"], run_dir, capsys)
+    assert line == "vgp-train: error: trainer.epochs must be an integer >= 1, got 'abc'"
+    missing = [*QUICK, f"trainer.init_model={tmp_path / 'none.pt'}"]
+    assert "trainer.init_model" in pre_start("vgp-train", missing, run_dir, capsys)
+    result = cli("vgp-train", [*QUICK, "eval.is_samples=0", f"hydra.run.dir={run_dir}"], tmp_path)
+    assert result.returncode == 1 and len(error_lines(result)) == 1, result.stderr
+    assert not (tmp_path / "new").exists()
+    assert pre_start("vgp-train", QUICK, run_dir, capsys) == ""  # good settings pass
+
+
+def test_an_added_key_no_config_defines_is_refused(tmp_path: Path, capsys) -> None:
+    line = pre_start("vgp-train", [*QUICK, "+trainer.max_step=50"], tmp_path / "run", capsys)
+    assert "+trainer.max_step: no such setting (did you mean trainer.max_steps?)" in line
+    assert pre_start("vgp-train", [*QUICK, "++trainer.max_steps=5"], tmp_path / "run", capsys) == ""
+    assert not (tmp_path / "run").exists()
+
+
+def test_vgp_fit_refuses_an_unknown_family_in_one_line(tmp_path: Path, capsys) -> None:
+    line = pre_start("vgp-fit", ["families=[nope]"], tmp_path / "fit", capsys)
+    assert line.startswith("vgp-fit: error: families: unknown nope; choose from")
+    assert not (tmp_path / "fit").exists()
+
+
+def test_a_finished_run_started_again_with_other_eval_settings_is_refused(
+    tmp_path: Path,
+) -> None:
+    run_dir = tmp_path / "run"
+    train(compose_config(QUICK), run_dir)
+    train(compose_config([*QUICK, "eval.at_end=true"]), run_dir)  # evaluates what it lacked
+    assert metrics_of(run_dir)["test"]["is_samples"] == 8
+    before = snapshot(run_dir)
+    with pytest.raises(RunFolderError, match="finished run, tested with other") as error:
+        train(compose_config([*QUICK, "eval.at_end=true", "eval.is_samples=10"]), run_dir)
+    assert "vgp-eval checkpoint=" in str(error.value) and "eval.is_samples=10" in str(error.value)
+    assert snapshot(run_dir) == before  # config.yaml still says what was computed
+    # training further evaluates with the new settings, and config.yaml says so
+    metrics = train(
+        compose_config([*QUICK, "eval.at_end=true", "eval.is_samples=10", "trainer.max_steps=3"]),
+        run_dir,
+    )
+    assert metrics["test"]["is_samples"] == 10
+    assert OmegaConf.load(run_dir / "config.yaml").eval.is_samples == 10
