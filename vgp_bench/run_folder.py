@@ -225,6 +225,36 @@ def load_last_checkpoint(last: Path) -> dict[str, Any]:
         ) from error
 
 
+def trains_further(state: dict[str, Any], trainer: DictConfig) -> bool:
+    """Whether a run resumed from a checkpoint's `state` would train more under `trainer`."""
+    if state.get("stop_reason") == "early_stopping":
+        return False
+    max_steps = trainer.get("max_steps")
+    if max_steps is not None and int(state.get("step", 0)) >= int(max_steps):
+        return False
+    return int(state.get("epoch", 0)) < int(trainer.epochs)
+
+
+def refuse_evaluation_changes(
+    run_dir: Path, state: dict[str, Any], cfg: DictConfig, changes: dict[str, list[Any]]
+) -> None:
+    """Refuse other `eval.*` settings on a finished, tested run that would not train more:
+    its test result would stay as it is while config.yaml said otherwise."""
+    changed = sorted(key for key in changes if key.startswith("eval."))
+    if not changed or trains_further(state, cfg.trainer):
+        return
+    record = read_record(run_dir / "metrics.json") if (run_dir / "metrics.json").exists() else None
+    if record is None or record.status != "finished" or record.test is None:
+        return
+    shown = ", ".join(f"{key}: {changes[key][0]!r} -> {changes[key][1]!r}" for key in changed)
+    asked = " ".join(f"{key}={changes[key][1]}" for key in changed)
+    raise RunFolderError(
+        f"{run_dir} holds a finished run, tested with other evaluation settings ({shown}); "
+        f"to evaluate it again, run vgp-eval checkpoint={run_dir} {asked} (added to its "
+        "metrics.json), or train in a new folder (hydra.run.dir=...)"
+    )
+
+
 @dataclass
 class RunPlan:
     """What a start does to its run folder, decided before anything is written."""
@@ -289,6 +319,7 @@ def plan_run(cfg: DictConfig, run_dir: Path, total_shards: int, holding_lock: bo
                 f"trainer.micro_batches) but this run has {total_shards}; resume with the "
                 "same number of processes and micro-batches"
             )
+        refuse_evaluation_changes(run_dir, checkpoint["state"], cfg, changes)
         return RunPlan(checkpoint, changes)
     if trainer.resume and holds_run(run_dir):
         # an attempt that never wrote last.pt (it failed, or its last.pt was removed): there
