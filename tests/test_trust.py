@@ -938,3 +938,46 @@ def test_a_finished_run_started_again_with_other_eval_settings_is_refused(
     )
     assert metrics["test"]["is_samples"] == 10
     assert OmegaConf.load(run_dir / "config.yaml").eval.is_samples == 10
+
+
+# ---------------------------------------------------------------- the report counts each run once
+
+
+def test_a_copied_or_rerun_run_is_counted_once_and_the_copies_named(tmp_path: Path, capsys) -> None:
+    runs = tmp_path / "runs"
+    train(compose_config([*QUICK, "eval.at_end=true"]), runs / "run")
+    run_id = metrics_of(runs / "run")["run_id"]
+    assert len(run_id) == 32
+    train(compose_config([*QUICK, "eval.at_end=true"]), runs / "run")  # a resume keeps it
+    assert metrics_of(runs / "run")["run_id"] == run_id
+    shutil.copytree(runs / "run", runs / "run-copy")
+    # moved aside, then the same setting and seed started again beside it
+    train(
+        compose_config(
+            [*QUICK, "eval.at_end=true", "trainer.resume=false", "trainer.move_aside=true"]
+        ),
+        runs / "run",
+    )
+    assert metrics_of(runs / "run")["run_id"] != run_id
+    assert report.main([str(runs)]) == 0
+    out = capsys.readouterr().out
+    assert "3 run folders" in out and "1 in the tables, 2 not" in out
+    assert "n=1" in out and "(0, 0)" not in out
+    copies = [line for line in out.splitlines() if "| copy |" in line]
+    assert len(copies) == 2 and all("counted once" in line for line in copies)
+
+
+def test_the_report_tells_a_live_run_from_a_dead_one(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    train(compose_config(QUICK), run_dir)
+    record = metrics_of(run_dir)
+    write_json({**record, "status": "running"}, run_dir / "metrics.json")  # killed with -9
+    dead = report.load_run(run_dir)
+    assert isinstance(dead, report.Excluded) and dead.status == "stopped, resumable"
+    lock = acquire_lock(run_dir, "vgp-train (the live one)")
+    try:
+        live = report.load_run(run_dir)
+    finally:
+        lock.release()
+    assert isinstance(live, report.Excluded) and live.status == "running"
+    assert "vgp-train (the live one)" in live.reason

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from vgp_bench.data.store import open_no_follow
 from vgp_bench.failures import RunFolderError
+from vgp_bench.lock_state import LOCK_NAME, read_holder
 
-LOCK_NAME = ".lock"
 LOCK_RETRY_S = 0.5  # a probe holds the lock for microseconds: retry that long before refusing
 
 
@@ -40,14 +40,6 @@ def holder_description(command: str) -> str:
     """One line naming this process: what, pid, host, since when."""
     started = datetime.now().astimezone().isoformat(timespec="seconds")
     return f"{command} (pid {os.getpid()} on {socket.gethostname()}, since {started})"
-
-
-def read_holder(path: Path) -> str:
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        text = ""
-    return text.splitlines()[0] if text else "another process"
 
 
 WRITE_ELSEWHERE = "or write into another folder (hydra.run.dir=...)"

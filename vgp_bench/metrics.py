@@ -10,6 +10,7 @@ This module imports neither torch nor Hydra: vgp-report reads records without th
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
@@ -177,6 +178,7 @@ class RunRecord(Record):
     """metrics.json of one run: what it is (provenance), how far it got, its evaluations."""
 
     # provenance, written at every start (`describe`)
+    run_id = Key[str]()  # the run's identity, drawn at its first start: copies share it
     experiment = Key[str]()
     model = Key[str]()
     inference = Key[str]()
@@ -214,6 +216,8 @@ class RunRecord(Record):
     def describe(self, cfg: DictConfig, dataset: dict[str, Any], version: str) -> None:
         """Record the provenance every metrics.json holds (DESIGN.md section 5)."""
         inference = cfg.inference
+        if not self.run_id:  # kept across resumes; a copy of the folder keeps it too
+            self.run_id = uuid.uuid4().hex
         self.experiment = cfg.get("experiment_name")
         self.model = cfg.model.get("name")
         self.inference = inference.get("name")

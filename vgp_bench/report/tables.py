@@ -288,8 +288,11 @@ def excluded_table(excluded: Sequence[Excluded], diverged: bool = False) -> Tabl
         title = "Diverged runs (not in the tables)"
     else:
         notes = [
-            "Unfinished (running, interrupted), failed, unevaluated or unreadable runs, and "
-            "Hydra run folders without metrics.json."
+            "Unfinished (running: a live process holds its lock; stopped: its process is "
+            "gone, resumable from its last.pt; interrupted), failed, unevaluated or unreadable "
+            "runs, Hydra run folders without metrics.json, and copies: folders holding a run "
+            "already counted (the same run_id, or the same setting and seed), each row "
+            "counting a run and a seed once."
         ]
         title = "Not in the tables"
     return Table(title, ["folder", "status", "error"], rows, notes, name)
