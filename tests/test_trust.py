@@ -981,3 +981,65 @@ def test_the_report_tells_a_live_run_from_a_dead_one(tmp_path: Path) -> None:
         lock.release()
     assert isinstance(live, report.Excluded) and live.status == "running"
     assert "vgp-train (the live one)" in live.reason
+
+
+# ---------------------------------------------------------------- long phases show progress
+
+
+def test_an_evaluation_shows_progress_in_samples_with_a_rate_within_one_batch(
+    monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    import functools
+
+    from tqdm import tqdm
+
+    from vgp_bench.evaluate import estimate_split
+
+    monkeypatch.setattr(  # every update drawn (the real bar redraws at most every 0.1 s)
+        "vgp_bench.evaluate.tqdm", functools.partial(tqdm, mininterval=0, miniters=1)
+    )
+    cfg = compose_config(QUICK)
+    parts = build_components(cfg)
+    generator = torch.Generator().manual_seed(0)
+    split = parts.data.test.subset(4)
+    estimate_split(parts.model, parts.heads, split, 12, 3, 4, generator, parts.device, True)
+    bar = capsys.readouterr().err.replace("\r", "\n")
+    # one batch of 4 examples x 12 samples, counted after each chunk of 3 samples
+    assert "12.0/48.0" in bar and "48.0/48.0" in bar and "sample/s" in bar
+
+
+def test_the_auxiliary_gap_budget_scales_with_the_run_and_says_what_it_skipped() -> None:
+    from vgp_bench.evaluate import aux_gap_examples
+
+    eval_cfg = compose_config([]).eval  # 500 examples x 10 draws x 256 samples
+    smoke = aux_gap_examples(eval_cfg, trained_examples=3 * 100)  # DRAW, max_steps=3
+    assert smoke[0] == 0 and "skipped" in smoke[1] and "aux_gap_budget=full" in smoke[1]
+    five_epochs = aux_gap_examples(eval_cfg, trained_examples=5 * 60000)
+    assert five_epochs[0] == 117 and "on 117 of 500 examples" in five_epochs[1]
+    assert aux_gap_examples(eval_cfg, trained_examples=100 * 60000) == (500, None)
+    eval_cfg.aux_gap_budget = "full"
+    assert aux_gap_examples(eval_cfg, trained_examples=300) == (500, None)
+
+
+def test_repeated_ctrl_c_stops_a_command_with_one_line(capsys) -> None:
+    import time
+
+    from vgp_bench.signals import run_command
+
+    def start_up_interrupted_three_times() -> None:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)  # raises KeyboardInterrupt here
+            time.sleep(5)
+        finally:  # two more while unwinding (and in the exit's clean-up): ignored
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(SystemExit) as stop:
+            run_command("vgp-train", start_up_interrupted_three_times)
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # for atexit's handlers
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert stop.value.code == 130
+    assert capsys.readouterr().err.strip() == "vgp-train: interrupted"

@@ -20,6 +20,7 @@ from vgp_bench.blackbox import FittedFamily, families, fit
 from vgp_bench.failures import USER_ERRORS, print_error
 from vgp_bench.runtime import CONFIG_DIR, ConfigError, build
 from vgp_bench.settings import check_fit_settings
+from vgp_bench.signals import run_command
 from vgp_bench.targets import PlotRange, Target
 
 # Anchor colours of a perceptually ordered dark-to-bright map (sampled from "viridis").
@@ -214,13 +215,18 @@ def _fit_line(line: str, draw: ImageDraw.ImageDraw, font: Any, width: int) -> st
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="fit", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def _hydra_main(cfg: DictConfig) -> None:
     """Entry point of `vgp-fit`; see `configs/fit.yaml`. Settings are checked before fitting."""
     try:
         run(cfg, Path(HydraConfig.get().runtime.output_dir))
     except USER_ERRORS as error:
         print_error("vgp-fit", error, expected=True)
         sys.exit(1)
+
+
+def main() -> None:
+    """`vgp-fit`; a Ctrl-C stops it with one line."""
+    run_command("vgp-fit", _hydra_main)
 
 
 if __name__ == "__main__":

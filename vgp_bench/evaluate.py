@@ -40,7 +40,7 @@ from vgp_bench.run_folder import (
 )
 from vgp_bench.runtime import CONFIG_DIR, ConfigError, code_version, make_generator
 from vgp_bench.settings import check_eval_settings
-from vgp_bench.signals import EvaluationInterrupted, interruptible, stop_signals
+from vgp_bench.signals import EvaluationInterrupted, interruptible, run_command, stop_signals
 
 # How vgp-eval goes on when the run folder is busy (it writes into the run's own folder).
 EVAL_BUSY_ADVICE = "or evaluate a copy of the run folder"
@@ -124,23 +124,27 @@ def estimate_split(
     if journal is not None:
         start, estimates = journal.restore(generator, len(split), batch_size)
     batches = split.batches(batch_size, start=start, generator=generator)
-    bar = tqdm(
-        batches,
-        initial=start,
-        total=split.batch_count(batch_size),
+    bar = tqdm(  # in samples (examples x S), updated after every chunk: a rate and an ETA
+        initial=min(start * batch_size, len(split)) * is_samples,  # even for one huge batch
+        total=len(split) * is_samples,
         desc=description,
         disable=not progress,
         leave=False,
         dynamic_ncols=True,
-        unit="batch",
+        unit="sample",
+        unit_scale=True,
     )
-    with evaluation_mode(model, heads):
-        for batch_index, x in enumerate(bar, start=start):
+
+    def draw(count: int, x: Tensor) -> Tensor:
+        log_weights = model(x, heads, count, generator).log_weights
+        bar.update(count * x.shape[0])
+        return log_weights
+
+    with bar, evaluation_mode(model, heads):
+        for batch_index, x in enumerate(batches, start=start):
             x = x.to(device, non_blocking=True)
             estimate = chunked_estimate(
-                lambda count, x=x: model(x, heads, count, generator).log_weights,
-                n_samples=is_samples,
-                chunk_size=chunk_size,
+                lambda count, x=x: draw(count, x), n_samples=is_samples, chunk_size=chunk_size
             )
             assert estimate.pareto_k is not None
             estimates["log_likelihood"].append(estimate.log_likelihood.cpu())
@@ -167,11 +171,13 @@ def evaluate_components(
     subset: int | None = None,
     with_diagnostics: bool = False,
     journal: EvaluationJournal | None = None,
+    trained_examples: int | None = None,
 ) -> dict[str, Any]:
     """IS log-likelihood and bound on a split, sharded over ranks; per-example file when asked.
 
     Returns an Evaluation's object. `with_diagnostics` (final evaluations) adds the VGP's
-    auxiliary gap on the first `eval.aux_gap_examples` examples. A `journal` (this rank's)
+    auxiliary gap on the first `eval.aux_gap_examples` examples, within the budget of a run
+    that trained on `trained_examples` (see `aux_gap_examples`). A `journal` (this rank's)
     keeps the finished batches, and the evaluation resumes after them.
     """
     split_name = split_name or str(eval_cfg.split)
@@ -211,15 +217,19 @@ def evaluate_components(
     }
     if weights:
         evaluation.weight = weights
-    if with_diagnostics and int(eval_cfg.get("aux_gap_examples") or 0) > 0 and context.is_main:
+    examples, skipped = aux_gap_examples(eval_cfg, trained_examples)
+    if skipped and with_diagnostics and has_auxiliary_model(parts.heads):
+        evaluation.aux_gap_skipped = skipped
+    if with_diagnostics and examples > 0 and context.is_main:
         gap = auxiliary_gap(
             parts.model,
             parts.heads,
-            split.subset(int(eval_cfg.aux_gap_examples)),
+            split.subset(examples),
             int(eval_cfg.aux_gap_samples),
             int(eval_cfg.aux_gap_draws),
             make_generator(parts.device, int(eval_cfg.seed) + 1),
             parts.device,
+            progress=progress and context.is_main,
         )
         evaluation.update(gap)
     if eval_cfg.save_per_example and run_dir is not None and context.is_main:
@@ -227,6 +237,39 @@ def evaluate_components(
         save_per_example(estimate, path)
         evaluation.per_example_file = path.name
     return evaluation.to_json()
+
+
+AUX_GAP_MINIMUM = 20  # fewer examples than this: no auxiliary gap (its error would be noise)
+
+
+def has_auxiliary_model(heads: nn.ModuleDict) -> bool:
+    """Whether a family has an auxiliary model whose gap the final evaluation measures."""
+    return any(hasattr(head, "aux_samples") for head in heads.values())
+
+
+def aux_gap_examples(eval_cfg: DictConfig, trained_examples: int | None) -> tuple[int, str | None]:
+    """How many examples the end-of-run auxiliary gap uses, and what it skipped (or None).
+
+    `eval.aux_gap_budget=auto` spends at most the training's own work: examples x draws x
+    auxiliary samples evaluations against the examples trained, so a smoke run ends in about
+    the time of its steps and a table run gets all `eval.aux_gap_examples`; `full` always
+    takes them all.
+    """
+    wanted = int(eval_cfg.get("aux_gap_examples") or 0)
+    budget = str(eval_cfg.get("aux_gap_budget") or "full")
+    if wanted <= 0 or budget == "full" or trained_examples is None:
+        return wanted, None
+    per_example = max(1, int(eval_cfg.aux_gap_samples) * int(eval_cfg.aux_gap_draws))
+    affordable = trained_examples // per_example
+    if affordable >= wanted:
+        return wanted, None
+    examples = affordable if affordable >= AUX_GAP_MINIMUM else 0
+    done = f"on {examples} of {wanted} examples" if examples else "skipped"
+    return examples, (
+        f"auxiliary gap {done}: eval.aux_gap_budget=auto spends at most the training's work "
+        f"({trained_examples} examples trained); eval.aux_gap_budget=full computes it on all "
+        f"{wanted} (vgp-eval checkpoint=<run> eval.aux_gap_budget=full adds it later)"
+    )
 
 
 def save_per_example(estimate: SplitEstimate, path: str | Path) -> None:
@@ -306,6 +349,7 @@ def evaluate_checkpoint(
     cfg.eval = OmegaConf.merge(cfg.eval, eval_cfg)
     parts = components_from_checkpoint(cfg, checkpoint)
     step = int(checkpoint.get("state", {}).get("step", -1))
+    trained = max(step, 0) * int(cfg.trainer.batch_size) if "trainer" in cfg else None
     claim = (
         claimed(run_dir, "vgp-eval", "eval.log", EVAL_BUSY_ADVICE)
         if writable
@@ -330,6 +374,7 @@ def evaluate_checkpoint(
                     run_dir=run_dir if writable else None,
                     with_diagnostics=True,
                     journal=journal,
+                    trained_examples=trained,
                 )
         except EvaluationInterrupted:
             if journal is not None and journal.path.exists():
@@ -409,6 +454,8 @@ def format_summary(summary: dict[str, Any], label: str = "test") -> str:
         )
     if evaluation.is_below_bound:
         lines.append("WARNING: the IS estimate is below the bound on average: check the weights")
+    if evaluation.aux_gap_skipped:
+        lines.append(f"note: {evaluation.aux_gap_skipped}")
     return "\n".join(lines)
 
 
@@ -448,7 +495,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    _hydra_main()
+    run_command("vgp-eval", _hydra_main)
 
 
 if __name__ == "__main__":

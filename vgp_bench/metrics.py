@@ -130,6 +130,7 @@ class Evaluation(Record):
     aux_gap_draws = Key[int]()
     aux_gap_examples = Key[int]()
     aux_samples = Key[int]()  # written by older code
+    aux_gap_skipped = Key[str]()  # what the auxiliary gap's budget left out, and how to get it
     per_example_file = Key[str]()
     step = Key[int]()  # the training step evaluated
     checkpoint = Key[str]()  # the checkpoint's file name (vgp-train: best.pt or the final step)

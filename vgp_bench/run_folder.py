@@ -225,6 +225,10 @@ def load_last_checkpoint(last: Path) -> dict[str, Any]:
         ) from error
 
 
+# eval keys that change no number of a run's test result
+EVAL_BOOKKEEPING = ("eval.at_end", "eval.save_per_example", "eval.epoch_is_samples")
+
+
 def trains_further(state: dict[str, Any], trainer: DictConfig) -> bool:
     """Whether a run resumed from a checkpoint's `state` would train more under `trainer`."""
     if state.get("stop_reason") == "early_stopping":
@@ -240,7 +244,13 @@ def refuse_evaluation_changes(
 ) -> None:
     """Refuse other `eval.*` settings on a finished, tested run that would not train more:
     its test result would stay as it is while config.yaml said otherwise."""
-    changed = sorted(key for key in changes if key.startswith("eval."))
+    changed = sorted(
+        key
+        for key in changes
+        if key.startswith("eval.")
+        and key not in EVAL_BOOKKEEPING
+        and not (changes[key][0] is None and key in NEWER_KEYS)  # added since: its default
+    )
     if not changed or trains_further(state, cfg.trainer):
         return
     record = read_record(run_dir / "metrics.json") if (run_dir / "metrics.json").exists() else None

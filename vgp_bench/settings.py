@@ -122,6 +122,10 @@ EVAL_RULES: dict[str, Rule] = {
     "eval.at_end": boolean,
     "eval.checkpoint": one_of("auto", "final", "best"),
     "eval.seed": integer(),
+    "eval.aux_gap_examples": integer(0),
+    "eval.aux_gap_samples": integer(1),
+    "eval.aux_gap_draws": integer(1),
+    "eval.aux_gap_budget": one_of("auto", "full"),
 }
 
 FIT_RULES: dict[str, Rule] = {

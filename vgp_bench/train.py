@@ -36,7 +36,13 @@ from vgp_bench.nonfinite import NonFinitePolicy, check_finite_parameters
 from vgp_bench.run_folder import RunFolder, RunPlan, agreed_plan
 from vgp_bench.runtime import CONFIG_DIR, ConfigError, make_generator
 from vgp_bench.settings import check_train_settings
-from vgp_bench.signals import EvaluationInterrupted, StopRequest, interruptible, stop_signals
+from vgp_bench.signals import (
+    EvaluationInterrupted,
+    StopRequest,
+    interruptible,
+    run_command,
+    stop_signals,
+)
 from vgp_bench.step import TrainingStep
 from vgp_bench.writer import LoggingWindow, NullWriter, Writer
 
@@ -243,7 +249,10 @@ class Trainer:
             journal = None
             if not self.context.enabled and os.access(path, os.W_OK):
                 journal = evaluation_journal(self.parts, self.cfg.eval, path, self.log)
-            summary = final_test(self.parts, self.cfg, self.context, path, journal)
+            trained = step * int(self.trainer_cfg.batch_size)
+            summary = final_test(self.parts, self.cfg, self.context, path, journal, trained)
+            if summary.get("aux_gap_skipped"):
+                self.log.info("%s", summary["aux_gap_skipped"])
             self.folder.record.test = Evaluation({**summary, "step": step, **tested})
             if journal is not None:  # the result is in metrics.json before its journal goes
                 self.write_metrics("running")
@@ -399,9 +408,11 @@ def final_test(
     context: DistributedContext,
     run_dir: Path,
     journal: EvaluationJournal | None = None,
+    trained_examples: int | None = None,
 ) -> dict[str, Any]:
-    """The evaluation at the end of training, with the VGP's auxiliary gap (an Evaluation);
-    with a `journal`, a stopped one resumes after its finished batches."""
+    """The evaluation at the end of training, with the VGP's auxiliary gap within the budget
+    of a run that trained on `trained_examples` (an Evaluation); with a `journal`, a stopped
+    one resumes after its finished batches."""
     progress = bool(cfg.trainer.progress)
     is_samples = int(cfg.eval.is_samples)
     return evaluate_components(
@@ -413,6 +424,7 @@ def final_test(
         run_dir,
         with_diagnostics=True,
         journal=journal,
+        trained_examples=trained_examples,
     )
 
 
@@ -480,7 +492,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    _hydra_main()
+    run_command("vgp-train", _hydra_main)
 
 
 if __name__ == "__main__":
