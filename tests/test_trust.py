@@ -1043,3 +1043,76 @@ def test_repeated_ctrl_c_stops_a_command_with_one_line(capsys) -> None:
         signal.signal(signal.SIGINT, previous)
     assert stop.value.code == 130
     assert capsys.readouterr().err.strip() == "vgp-train: interrupted"
+
+
+# ---------------------------------------------------------------- the first hour
+
+
+def test_k_hat_not_computed_is_a_dash_not_zero_percent(tmp_path: Path) -> None:
+    from vgp_bench.report.gaps import pareto_share
+
+    run_dir = tmp_path / "run"
+    metrics = train(compose_config([*QUICK, "eval.at_end=true"]), run_dir)  # S = 8 < 25
+    assert metrics["test"]["pareto_k_mean"] is None
+    assert metrics["test"]["pareto_k_above_0_7"] is None
+    older = report.Run(run_dir, {"test": {"pareto_k_mean": None, "pareto_k_above_0_7": 0.0}}, {})
+    assert pareto_share(older) is None  # a record of older code: shown as "—", not 0.0%
+
+
+def test_every_table_row_shows_its_epochs_and_marks_deltas_off_the_papers_protocol(
+    tmp_path: Path, capsys
+) -> None:
+    from tests.test_report import write_run
+
+    test = {"nll": 120.0, "bound_nll": 125.0, "nll_stderr": 0.5, "bound_nll_stderr": 0.5}
+    test |= {"is_samples": 5000, "n_examples": 10000, "is_below_bound": False}
+    write_run(
+        tmp_path / "smoke", model="dlgm1", inference="vae", seed=0, test=test,
+        epochs_completed=5, experiment=None,
+    )  # fmt: skip
+    assert report.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("| method"))
+    assert "| epochs |" in header
+    row = next(line for line in out.splitlines() if "DLGM 1hl + VAE" in line)
+    assert "| 5 |" in row and " *" in row
+    assert "not the paper's protocol" in out
+
+
+def test_threads_come_from_the_config_or_the_environment_and_are_shown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from vgp_bench.runtime import apply_threads
+
+    try:
+        assert apply_threads(compose_config(["threads=2"]).threads).startswith("2 CPU threads")
+        assert torch.get_num_threads() == 2
+        monkeypatch.setenv("VGP_THREADS", "3")
+        assert compose_config([]).threads == "3"
+        assert apply_threads(compose_config([]).threads).startswith("3 CPU threads")
+        monkeypatch.delenv("VGP_THREADS")
+        assert "torch's default" in apply_threads(compose_config([]).threads)
+    finally:
+        torch.set_num_threads(1)
+    with pytest.raises(ConfigError, match=r"^threads must be an integer >= 1"):
+        train(compose_config([*QUICK, "threads=abc"]), Path("never-created"))
+    assert not Path("never-created").exists()
+
+
+def test_tensorboard_has_the_test_metrics_and_the_runs_hyperparameters(tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    train(compose_config([*QUICK, "eval.at_end=true"]), tmp_path)
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    scalars = set(events.Tags()["scalars"])
+    assert {"test/nll", "test/bound_nll", "hparam/test_nll"} <= scalars
+    raw = b"".join(path.read_bytes() for path in (tmp_path / "tensorboard").glob("events.*"))
+    assert b"_hparams_/session_start_info" in raw and b"trainer.batch_size" in raw
+
+
+def test_long_phases_show_progress(capsys) -> None:
+    from vgp_bench.blackbox import fit
+
+    fit(lambda z: -0.5 * (z**2).sum(1), 2, family="mean_field", steps=3, progress=True)
+    assert "fit mean_field" in capsys.readouterr().err  # vgp-fit: a bar per family

@@ -71,6 +71,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
             learning_rate=cfg.learning_rate,
             final_learning_rate=cfg.final_learning_rate,
             identity_start=cfg.identity_start,
+            progress=True,
             **options,
         )
         rows.append(summarize(fitted[family], target, cfg.samples.bound, cfg.samples.importance))

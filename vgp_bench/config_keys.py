@@ -9,6 +9,7 @@ from typing import Any
 # trajectory); `eval` is every evaluation setting. Any other difference refuses the resume.
 RESUMABLE_KEYS = (
     "device",
+    "threads",
     "data_dir",
     "experiment_name",
     "eval",

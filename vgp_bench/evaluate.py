@@ -38,7 +38,13 @@ from vgp_bench.run_folder import (
     refuse_if_locked,
     refuse_links,
 )
-from vgp_bench.runtime import CONFIG_DIR, ConfigError, code_version, make_generator
+from vgp_bench.runtime import (
+    CONFIG_DIR,
+    ConfigError,
+    apply_threads,
+    code_version,
+    make_generator,
+)
 from vgp_bench.settings import check_eval_settings
 from vgp_bench.signals import EvaluationInterrupted, interruptible, run_command, stop_signals
 
@@ -91,9 +97,9 @@ def add_pareto_summary(evaluation: Evaluation, pareto_k: Tensor | None) -> None:
     if pareto_k is None:
         return
     finite = pareto_k[torch.isfinite(pareto_k)]
-    if finite.numel() == 0:
+    if finite.numel() == 0:  # not computed (S < 25, or flat weights): no share either
         evaluation.pareto_k_mean, evaluation.pareto_k_max = None, None
-        evaluation.pareto_k_above_0_7 = 0.0
+        evaluation.pareto_k_above_0_7 = None
         return
     evaluation.pareto_k_mean = float(finite.mean())
     evaluation.pareto_k_max = float(finite.max())
@@ -469,6 +475,8 @@ def _hydra_main(cfg: DictConfig) -> None:
         )
         sys.exit(1)
     try:
+        check_eval_settings(OmegaConf.create({"threads": cfg.get("threads")}))
+        print(f"vgp-eval: {apply_threads(cfg.get('threads'))}", file=sys.stderr)
         checkpoint = resolve_checkpoint(Path(str(cfg.checkpoint)))
         if checkpoint != Path(str(cfg.checkpoint)):
             print(f"vgp-eval: evaluating {checkpoint}", file=sys.stderr)

@@ -84,8 +84,19 @@ def non_empty_list(value: Any) -> str | None:
     return None if isinstance(value, list | tuple) and value else "must be a non-empty list"
 
 
+def threads_rule(value: Any) -> str | None:
+    from vgp_bench.runtime import thread_count
+
+    try:
+        thread_count(value)
+    except ConfigError:
+        return "must be an integer >= 1 or null (torch's default; env VGP_THREADS)"
+    return None
+
+
 TRAINER_RULES: dict[str, Rule] = {
     "seed": integer(),
+    "threads": threads_rule,
     "trainer.epochs": integer(1),
     "trainer.max_steps": integer(1, optional=True),
     "trainer.batch_size": integer(1),
@@ -269,7 +280,7 @@ def check_train_settings(cfg: DictConfig) -> None:
 
 
 def check_eval_settings(cfg: DictConfig) -> None:
-    check_settings(cfg, EVAL_RULES)
+    check_settings(cfg, {"threads": threads_rule, **EVAL_RULES})
 
 
 def check_fit_settings(cfg: DictConfig) -> None:

@@ -34,7 +34,7 @@ from vgp_bench.images import save_run_figures
 from vgp_bench.metrics import EpochEvaluation, EpochRecord, Evaluation, RunRecord
 from vgp_bench.nonfinite import NonFinitePolicy, check_finite_parameters
 from vgp_bench.run_folder import RunFolder, RunPlan, agreed_plan
-from vgp_bench.runtime import CONFIG_DIR, ConfigError, make_generator
+from vgp_bench.runtime import CONFIG_DIR, ConfigError, apply_threads, make_generator
 from vgp_bench.settings import check_train_settings
 from vgp_bench.signals import (
     EvaluationInterrupted,
@@ -44,7 +44,7 @@ from vgp_bench.signals import (
     stop_signals,
 )
 from vgp_bench.step import TrainingStep
-from vgp_bench.writer import LoggingWindow, NullWriter, Writer
+from vgp_bench.writer import LoggingWindow, NullWriter, Writer, write_test_result
 
 EXPECTED_ERRORS = (*USER_ERRORS, NonFiniteTrainingError)
 
@@ -254,6 +254,9 @@ class Trainer:
             if summary.get("aux_gap_skipped"):
                 self.log.info("%s", summary["aux_gap_skipped"])
             self.folder.record.test = Evaluation({**summary, "step": step, **tested})
+            config = OmegaConf.to_container(self.cfg, resolve=True)
+            assert isinstance(config, dict)
+            write_test_result(self.writer, config, summary, step)
             if journal is not None:  # the result is in metrics.json before its journal goes
                 self.write_metrics("running")
                 journal.discard()
@@ -448,6 +451,7 @@ def train(
     is used by all.
     """
     check_train_settings(cfg)
+    apply_threads(cfg.get("threads"))
     context = init_distributed(cfg.trainer.get("ddp_backend"))
     try:
         run_dir = Path(context.broadcast_object(str(run_dir)))
@@ -475,6 +479,8 @@ def _hydra_main(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     run_dir = hydra_cfg.runtime.output_dir
     try:
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(f"vgp-train: {apply_threads(cfg.get('threads'))}, run folder {run_dir}")
         metrics = train(cfg, run_dir, hydra_files(cfg))
     except Exception as error:  # user errors and crashes alike: one line, the rest in the log
         print_error("vgp-train", error, expected=isinstance(error, EXPECTED_ERRORS))
