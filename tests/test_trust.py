@@ -349,7 +349,7 @@ def test_divergence_is_flagged_and_kept_out_of_the_tables(tmp_path: Path, capsys
     assert divergence({"nll": 1e14, "bound_nll": 2e14, "nll_stderr": 1.0}, (1, 28, 28))["diverged"]
     assert divergence({"nll": math.nan, "bound_nll": 90.0}, (1, 28, 28))["diverged"]
     assert not divergence({"nll": 90.0, "bound_nll": 95.0}, (1, 28, 28))["diverged"]
-    for name, nll in (("blown", 1e14), ("fine", 90.0)):
+    for seed, (name, nll) in enumerate((("blown", 1e14), ("fine", 90.0))):
         folder = tmp_path / "runs" / name
         folder.mkdir(parents=True)
         test = {"nll": nll, "bound_nll": nll + 5, "nll_stderr": 0.3, "bound_nll_stderr": 0.3}
@@ -360,7 +360,7 @@ def test_divergence_is_flagged_and_kept_out_of_the_tables(tmp_path: Path, capsys
                     "status": "finished",
                     "model": "dlgm1",
                     "inference": "vgp",
-                    "seed": 0,
+                    "seed": seed,  # two seeds (one seed twice would count once)
                     "dataset": {"name": "mnist", "split_sizes": {"test": 10000}},
                     "steps": 10,
                     "test": test,
