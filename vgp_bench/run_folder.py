@@ -104,12 +104,12 @@ def holds_run(run_dir: Path) -> bool:
 OWN_LOG_START = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\]\[")
 
 
-def is_own_leftover(entry: Path) -> bool:
+def is_own_leftover(entry: Path, temporaries: frozenset[Path]) -> bool:
     """Whether `entry` is what an attempt of this package leaves before it holds a run: the
-    lock, a log in this package's format, a temporary file of its atomic writes."""
+    lock, a log in this package's format, one of its atomic writes' `temporaries`."""
     if entry.is_symlink() or not entry.is_file():
         return False
-    if entry.name == LOCK_NAME or entry in orphaned_temporaries(entry.parent):
+    if entry.name == LOCK_NAME or entry in temporaries:
         return True
     if entry.name not in (LOG_NAME, "eval.log"):
         return False
@@ -122,7 +122,8 @@ def refuse_foreign_folder(run_dir: Path) -> None:
     """Raise when `run_dir` holds files but no run (someone's own folder); reads only."""
     if not run_dir.is_dir() or holds_run(run_dir):
         return
-    foreign = sorted(e.name for e in run_dir.iterdir() if not is_own_leftover(e))
+    temporaries = frozenset(orphaned_temporaries(run_dir))
+    foreign = sorted(e.name for e in run_dir.iterdir() if not is_own_leftover(e, temporaries))
     if foreign:
         more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
         shown = ", ".join(foreign[:3]) + more
