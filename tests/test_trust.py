@@ -910,6 +910,8 @@ def test_an_added_key_no_config_defines_is_refused(tmp_path: Path, capsys) -> No
     line = pre_start("vgp-train", [*QUICK, "+trainer.max_step=50"], tmp_path / "run", capsys)
     assert "+trainer.max_step: no such setting (did you mean trainer.max_steps?)" in line
     assert pre_start("vgp-train", [*QUICK, "++trainer.max_steps=5"], tmp_path / "run", capsys) == ""
+    weight_decay = [*QUICK, "+optim.optimizer.weight_decay=0.01"]  # an argument of RMSprop
+    assert pre_start("vgp-train", weight_decay, tmp_path / "run", capsys) == ""
     assert not (tmp_path / "run").exists()
 
 

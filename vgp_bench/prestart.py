@@ -54,7 +54,7 @@ def check_train_start(cfg: DictConfig, overrides: Sequence[str], run_dir: Path) 
     from vgp_bench.checkpoint import initial_model
     from vgp_bench.settings import check_added_keys, check_train_settings
 
-    check_added_keys(overrides)
+    check_added_keys(overrides, cfg)
     check_train_settings(cfg)
     check_run_folder(run_dir)
     if not run_dir.exists():  # a fresh start: trainer.init_model is used

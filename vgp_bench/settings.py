@@ -255,12 +255,33 @@ def override_key(override: str) -> tuple[str, bool]:
     return override.lstrip("+~").split("=", 1)[0].strip(), adds
 
 
-def check_added_keys(overrides: Sequence[str]) -> None:
-    """Refuse `+key=value` for a key no config defines (a typo Hydra would accept)."""
+def is_target_argument(cfg: DictConfig | None, key: str) -> bool:
+    """Whether `key` names an argument of the class or function its node builds (`_target_`):
+    `+optim.optimizer.weight_decay=0.01` passes one more argument, it is no typo."""
+    parent, _, name = key.rpartition(".")
+    target = OmegaConf.select(cfg, f"{parent}._target_") if cfg is not None and parent else None
+    if not isinstance(target, str):
+        return False
+    import inspect
+
+    from hydra.utils import get_object
+
+    try:
+        parameters = inspect.signature(get_object(target)).parameters
+    except (ImportError, AttributeError, ValueError, TypeError):
+        return False
+    return name in parameters
+
+
+def check_added_keys(overrides: Sequence[str], cfg: DictConfig | None = None) -> None:
+    """Refuse `+key=value` for a key no config defines (a typo Hydra would accept), unless it
+    is an argument of the `_target_` its node builds (see `is_target_argument`)."""
     known = set(declared_kinds()) | set(TOP_LEVEL_KEYS)
     for override in overrides:
         key, adds = override_key(override)
         if not adds or key in GROUPS or key == "experiment" or key.startswith("hydra"):
+            continue
+        if is_target_argument(cfg, key):
             continue
         if key not in known and not any(name.startswith(key + ".") for name in known):
             close = difflib.get_close_matches(key, sorted(known), n=1)
