@@ -1118,3 +1118,8 @@ def test_long_phases_show_progress(capsys) -> None:
 
     fit(lambda z: -0.5 * (z**2).sum(1), 2, family="mean_field", steps=3, progress=True)
     assert "fit mean_field" in capsys.readouterr().err  # vgp-fit: a bar per family
+
+
+def test_vgp_fit_creates_its_log_only_with_a_record() -> None:
+    hydra_cfg = compose_config([], config_name="fit", return_hydra_config=True).hydra
+    assert hydra_cfg.job_logging.handlers.file.delay is True  # no empty log file
