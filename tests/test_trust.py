@@ -815,6 +815,7 @@ def test_messages_are_true_for_the_command_that_prints_them(tmp_path: Path) -> N
     train(compose_config(QUICK), run_dir)  # no validated epoch: no best.pt
     last = run_dir / "checkpoints" / "last.pt"
     assert resolve_checkpoint(run_dir) == last  # a run folder: its best, else its last
+    assert resolve_checkpoint(run_dir / "checkpoints") == last
     with pytest.raises(FileNotFoundError, match=r"this run has .*last\.pt"):
         resolve_checkpoint(run_dir / "checkpoints" / "best.pt")
     with pytest.raises(FileNotFoundError, match="is a folder"):

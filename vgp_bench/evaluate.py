@@ -297,10 +297,11 @@ def run_folder_of(checkpoint: Path) -> Path:
 def resolve_checkpoint(given: Path) -> Path:
     """The checkpoint file to evaluate: `given`, or for a run folder its best.pt, else its
     last.pt; a missing file's error says what the folder has instead."""
-    if given.is_dir():
+    if given.is_dir():  # a run folder, or its checkpoints/
+        folder = given if given.name == "checkpoints" else given / "checkpoints"
         for name in ("best.pt", "last.pt"):
-            if (given / "checkpoints" / name).is_file():
-                return given / "checkpoints" / name
+            if (folder / name).is_file():
+                return folder / name
         raise FileNotFoundError(
             f"checkpoint {given} is a folder without checkpoints/best.pt or last.pt; give a "
             "run folder or a checkpoint file"
