@@ -18,7 +18,7 @@ from torchvision.utils import make_grid
 
 from vgp_bench.blackbox import FittedFamily, families, fit
 from vgp_bench.failures import USER_ERRORS, print_error
-from vgp_bench.runtime import CONFIG_DIR, ConfigError, build
+from vgp_bench.runtime import CONFIG_DIR, ConfigError, apply_threads, build
 from vgp_bench.settings import check_fit_settings
 from vgp_bench.signals import run_command
 from vgp_bench.targets import PlotRange, Target
@@ -54,6 +54,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     """Fit every family in `cfg.families` to `cfg.target`; write the PNG and `fit.json`."""
     check_fit_settings(cfg)
     check_families(cfg)
+    print(f"vgp-fit: {apply_threads(cfg.get('threads'))}", file=sys.stderr)
     target: Target = build(cfg.target)
     rows: list[dict[str, Any]] = []
     fitted: dict[str, FittedFamily] = {}

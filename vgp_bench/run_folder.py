@@ -142,7 +142,7 @@ def recorded_status(run_dir: Path) -> str:
         return "without readable metrics.json"
 
 
-def check_fresh_start(run_dir: Path, resume: bool, move_aside: bool) -> Path | None:
+def check_fresh_start(run_dir: Path, move_aside: bool) -> Path | None:
     """Where the old run goes when a new one starts in `run_dir`; raise if it must not start.
 
     A folder holding a run is never overwritten: with `trainer.resume=false` the run is
@@ -307,9 +307,12 @@ def agreed_plan(
 def plan_run(cfg: DictConfig, run_dir: Path, total_shards: int, holding_lock: bool) -> RunPlan:
     """Decide how a start treats `run_dir`, or refuse; reads the folder and writes nothing.
 
-    Refused: a folder another process holds; a resume whose config differs in a key that
-    changes what the run computes, or whose data shards differ; any start that would
-    overwrite a run (see `check_fresh_start`).
+    Refused: a folder with a file that is a symbolic link, or with files but no run, or an
+    unreadable metrics.json; a folder another process holds; a resume whose config differs
+    in a key that changes what the run computes, or whose data shards differ, or a finished
+    run asked to evaluate otherwise with nothing to train; any start that would overwrite a
+    run (see `check_fresh_start`). A run that never wrote last.pt restarts from scratch, its
+    attempt moved to a sibling folder.
     """
     refuse_links(run_dir)
     refuse_foreign_folder(run_dir)
@@ -337,7 +340,7 @@ def plan_run(cfg: DictConfig, run_dir: Path, total_shards: int, holding_lock: bo
         # is nothing to resume, so the run restarts from scratch; the attempt's files (its
         # record, a best.pt) move to a sibling folder first, never overwritten
         return RunPlan(move_to=sibling_path(run_dir, "attempt"), restarted=True)
-    move_to = check_fresh_start(run_dir, bool(trainer.resume), bool(trainer.get("move_aside")))
+    move_to = check_fresh_start(run_dir, bool(trainer.get("move_aside")))
     return RunPlan(move_to=move_to)
 
 

@@ -141,6 +141,7 @@ EVAL_RULES: dict[str, Rule] = {
 
 FIT_RULES: dict[str, Rule] = {
     "seed": integer(),
+    "threads": threads_rule,
     "steps": integer(1),
     "learning_rate": number(positive=True),
     "final_learning_rate": number(positive=True),
