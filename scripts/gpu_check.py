@@ -229,7 +229,7 @@ def evaluation(
     # vgp-eval logs to evaluate.log where it starts: start it in the scratch folder
     result = run_part("evaluation", command, timeout, cwd=out_dir)
     output = result.pop("_output")
-    match = re.search(r"^\s*nll: ([-\d.e+]+)", output, re.MULTILINE)
+    match = re.search(r"^test\s+([-\d.e+]+|nan|inf) ±", output, re.MULTILINE)  # its table
     result["nll"] = float(match.group(1)) if match else None
     if result["status"] == "passed":
         result["samples_per_s"] = round(samples * subset / max(result["seconds"], 1e-9))

@@ -28,3 +28,24 @@ def test_console_script_starts(name: str, tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip(), name
+
+
+def test_help_loads_no_torch_and_lists_only_the_commands_groups(tmp_path: Path) -> None:
+    program = (
+        "import sys; sys.argv = ['vgp-train', '--help']\n"
+        "from vgp_bench.commands import train\n"
+        "try:\n    train()\nexcept SystemExit:\n    pass\n"
+        "print('torch loaded' if 'torch' in sys.modules else 'no torch')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.rstrip().endswith("no torch")  # --help answers in about a second
+    groups = result.stdout.split("== Configuration groups ==")[1].split("== Config ==")[0]
+    listed = {line.split(":")[0] for line in groups.splitlines() if ": " in line}
+    configs = Path(__file__).resolve().parent.parent / "configs"
+    for group in listed:  # the template names every option of each group, no more
+        options = sorted(path.stem for path in (configs / group).glob("*.yaml"))
+        assert f"{group}: {', '.join(options)}" in groups, group
+    assert listed == {"dataset", "eval", "experiment", "inference", "model", "optim", "trainer"}

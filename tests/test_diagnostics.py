@@ -23,6 +23,7 @@ TINY_VGP = [
     "eval.aux_gap_examples=6",
     "eval.aux_gap_samples=16",
     "eval.aux_gap_draws=3",
+    "eval.aux_gap_budget=full",  # a tiny run's budget would skip it
     "eval.is_samples=40",
 ]
 

@@ -30,13 +30,14 @@ def write_run(
     max_steps: int = 5000,
     objective: str | None = None,
     aux_samples: int = 0,
+    experiment: str | None = "table1_fixture",  # the paper's protocol unless a test says not
 ) -> Path:
     """A run folder as the trainer writes it: metrics.json and the resolved config.yaml."""
     folder.mkdir(parents=True)
     metrics = {
         "status": status,
         "error": error,
-        "experiment": None,
+        "experiment": experiment,
         "model": model,
         "inference": inference,
         "objective": objective,
@@ -286,7 +287,8 @@ def test_not_in_tables_lists_every_other_run(runs_root, capsys):
         "broken/0",
         "crashed/0",
     }
-    assert by_folder["running/0"]["status"] == "running"
+    # recorded as running, but no process holds its lock (and it has no last.pt): stopped
+    assert by_folder["running/0"]["status"] == "stopped"
     assert by_folder["interrupted/0"]["status"] == "interrupted"
     assert by_folder["failed/0"]["status"] == "failed"
     assert by_folder["failed/0"]["error"] == (
@@ -326,7 +328,7 @@ def test_csv_parses_with_numbers_and_exclusions(runs_root, capsys):
     assert len(at100) == 1 and float(at100[0]["difference"]) == pytest.approx(461.0 - 460.1)
     assert at100[0]["stderr_over"] == "test images"
     excluded = {r["status"] for r in records if r["table"] == "not_in_tables"}
-    assert excluded == {"running", "interrupted", "failed", "finished", "unreadable", "no metrics"}
+    assert excluded == {"stopped", "interrupted", "failed", "finished", "unreadable", "no metrics"}
 
 
 def test_latex_tables_are_well_formed(runs_root, capsys):

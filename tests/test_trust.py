@@ -20,10 +20,12 @@ from omegaconf import OmegaConf
 
 from tests.helpers import REPO, TINY, compose_config
 from vgp_bench import report
+from vgp_bench import run_folder as run_folder_module
 from vgp_bench import train as train_module
 from vgp_bench.blackbox_cli import run as fit_run
 from vgp_bench.checkpoint import load_checkpoint, save_checkpoint, write_json
 from vgp_bench.data.store import atomic_file
+from vgp_bench.distributed import DistributedContext
 from vgp_bench.divergence import divergence
 from vgp_bench.eval_journal import EvaluationJournal
 from vgp_bench.evaluate import evaluate_checkpoint
@@ -347,7 +349,7 @@ def test_divergence_is_flagged_and_kept_out_of_the_tables(tmp_path: Path, capsys
     assert divergence({"nll": 1e14, "bound_nll": 2e14, "nll_stderr": 1.0}, (1, 28, 28))["diverged"]
     assert divergence({"nll": math.nan, "bound_nll": 90.0}, (1, 28, 28))["diverged"]
     assert not divergence({"nll": 90.0, "bound_nll": 95.0}, (1, 28, 28))["diverged"]
-    for name, nll in (("blown", 1e14), ("fine", 90.0)):
+    for seed, (name, nll) in enumerate((("blown", 1e14), ("fine", 90.0))):
         folder = tmp_path / "runs" / name
         folder.mkdir(parents=True)
         test = {"nll": nll, "bound_nll": nll + 5, "nll_stderr": 0.3, "bound_nll_stderr": 0.3}
@@ -358,7 +360,7 @@ def test_divergence_is_flagged_and_kept_out_of_the_tables(tmp_path: Path, capsys
                     "status": "finished",
                     "model": "dlgm1",
                     "inference": "vgp",
-                    "seed": 0,
+                    "seed": seed,  # two seeds (one seed twice would count once)
                     "dataset": {"name": "mnist", "split_sizes": {"test": 10000}},
                     "steps": 10,
                     "test": test,
@@ -466,8 +468,8 @@ def test_a_signal_during_validation_stops_it_and_the_resume_stays_exact(
 def test_orphaned_temporary_files_are_removed_at_the_next_start(tmp_path: Path) -> None:
     train(compose_config(QUICK), tmp_path)
     orphans = [
-        tmp_path / "checkpoints" / ".last.pt.k3j2h1.tmp",
-        tmp_path / ".metrics.json.abc123.tmp",
+        tmp_path / "checkpoints" / ".last.pt.vgp-k3j2h1.tmp",
+        tmp_path / ".metrics.json.vgp-abc123.tmp",
     ]
     for orphan in orphans:
         orphan.write_bytes(b"half a checkpoint")
@@ -476,7 +478,7 @@ def test_orphaned_temporary_files_are_removed_at_the_next_start(tmp_path: Path) 
     assert all(orphan.exists() for orphan in orphans)
     train(compose_config(QUICK), tmp_path)
     assert not any(orphan.exists() for orphan in orphans)
-    assert "removed .last.pt.k3j2h1.tmp" in (tmp_path / "train.log").read_text()
+    assert "removed .last.pt.vgp-k3j2h1.tmp" in (tmp_path / "train.log").read_text()
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
@@ -611,3 +613,514 @@ def test_a_run_older_than_a_config_key_resumes_when_the_key_keeps_the_old_behavi
     other = {"inference": {**saved["inference"], "prior_mean": "identity"}}
     with pytest.raises(RunFolderError, match="prior_mean"):
         resume_changes(saved, {**saved, **other}, tmp_path)
+
+
+# ---------------------------------------------------------------- links out of the run folder
+
+
+def plant_link(run_dir: Path, name: str, target: Path) -> bytes:
+    """Replace `<run>/<name>` by a symbolic link to `target` (a file elsewhere); its bytes."""
+    target.write_bytes(b"someone else's file\n")
+    (run_dir / name).unlink(missing_ok=True)
+    (run_dir / name).symlink_to(target)
+    return target.read_bytes()
+
+
+def test_a_lock_file_planted_as_a_link_is_refused_and_its_target_unchanged(
+    tmp_path: Path,
+) -> None:
+    run_dir = tmp_path / "run"
+    train(compose_config(QUICK), run_dir)
+    target = tmp_path / "elsewhere.txt"
+    before = plant_link(run_dir, ".lock", target)
+    with pytest.raises(RunFolderError, match=r"\.lock is a symbolic link") as error:
+        train(compose_config(QUICK), run_dir)
+    assert "\n" not in str(error.value)
+    with pytest.raises(RunFolderError, match=r"\.lock is a symbolic link"):
+        evaluate_checkpoint(str(run_dir / "checkpoints" / "last.pt"), OmegaConf.create({}))
+    with pytest.raises(RunFolderError, match=r"\.lock is a symbolic link"):  # O_NOFOLLOW
+        acquire_lock(run_dir, "vgp-train")
+    assert target.read_bytes() == before
+
+
+@pytest.mark.parametrize("name", ["samples.png", "reconstructions.png", "train.log"])
+def test_run_files_planted_as_links_are_refused_and_their_targets_unchanged(
+    tmp_path: Path, name: str
+) -> None:
+    from vgp_bench.data.store import NoFollowFileHandler
+    from vgp_bench.images import save_grid
+
+    run_dir = tmp_path / "run"
+    train(compose_config([*TINY, "trainer.max_steps=2", "eval.at_end=false"]), run_dir)
+    target = tmp_path / "elsewhere.bin"
+    before = plant_link(run_dir, name, target)
+    with pytest.raises(RunFolderError, match=rf"{name} is a symbolic link"):
+        train(compose_config([*TINY, "trainer.max_steps=4", "eval.at_end=false"]), run_dir)
+    assert target.read_bytes() == before
+    # the writers themselves never follow a link, whatever the checks before them
+    if name.endswith(".png"):
+        save_grid(torch.zeros(4, 1, 8, 8), run_dir / name)
+        assert not (run_dir / name).is_symlink()
+    else:
+        with pytest.raises(OSError):
+            NoFollowFileHandler(str(run_dir / name)).close()
+    assert target.read_bytes() == before
+
+
+def test_a_folder_of_someone_elses_files_is_refused_and_only_our_temporaries_are_removed(
+    tmp_path: Path,
+) -> None:
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "samples.png").write_bytes(b"their picture")
+    (theirs / ".hidden.tmp").write_bytes(b"their temporary file")
+    (theirs / "train.log").write_text("my own notes\n")
+    before = snapshot(theirs)
+    with pytest.raises(RunFolderError, match=r"is not empty .* and holds no run") as error:
+        train(compose_config(QUICK), theirs)
+    assert "\n" not in str(error.value) and "hydra.run.dir" in str(error.value)
+    assert snapshot(theirs) == before
+    # in a run folder, a start removes the temporary files our writes name, and nothing else
+    run_dir = tmp_path / "run"
+    train(compose_config(QUICK), run_dir)
+    (run_dir / ".hidden.tmp").write_bytes(b"not ours")
+    (run_dir / ".metrics.json.vgp-abc123.tmp").write_bytes(b"ours, left by a kill")
+    train(compose_config(QUICK), run_dir)
+    assert (run_dir / ".hidden.tmp").read_bytes() == b"not ours"
+    assert not (run_dir / ".metrics.json.vgp-abc123.tmp").exists()
+
+
+# ---------------------------------------------------------------- messages that lead somewhere
+
+
+def test_a_divergence_names_only_the_checkpoint_that_exists(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    diverging = [*QUICK, "trainer.max_steps=20", "optim.optimizer.lr=1e30"]
+    with pytest.raises(NonFiniteTrainingError) as error:  # in its first epoch
+        train(compose_config([*diverging, "trainer.max_nonfinite=2"]), run_dir)
+    assert not (run_dir / "checkpoints" / "last.pt").exists()
+    assert "no checkpoint was written" in str(error.value)
+    assert "last.pt" not in str(error.value)
+    # the advice leads somewhere: the same folder restarts with a lower step size
+    assert train(compose_config(QUICK), run_dir)["status"] == "finished"
+    assert (
+        "the last good checkpoint is"
+        in run_folder_module.RunFolder(run_dir, DistributedContext(), {}).divergence_advice()
+    )
+
+
+def test_init_model_is_checked_before_anything_is_written(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    with pytest.raises(ConfigError, match=r"trainer\.init_model=.*not found"):
+        train(compose_config([*QUICK, f"trainer.init_model={tmp_path / 'no.pt'}"]), run_dir)
+    assert not run_dir.exists()
+    with pytest.raises(ConfigError, match="is a folder"):
+        train(compose_config([*QUICK, f"trainer.init_model={tmp_path}"]), run_dir)
+    assert not run_dir.exists()
+    assert train(compose_config(QUICK), run_dir)["status"] == "finished"  # the folder works
+
+
+@pytest.mark.parametrize("how", ["crash before last.pt", "last.pt removed"])
+def test_a_run_that_never_wrote_last_pt_restarts_keeping_the_attempts_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    run_dir = tmp_path / "run"
+    if how == "crash before last.pt":
+
+        def crash(self, name: str = "last.pt") -> None:
+            raise RuntimeError("killed before the first last.pt")
+
+        monkeypatch.setattr(Trainer, "save", crash)
+        with pytest.raises(RuntimeError):
+            train(compose_config(QUICK), run_dir)
+        monkeypatch.undo()
+    else:
+        train(compose_config(TINY), run_dir)  # best.pt and last.pt
+        (run_dir / "checkpoints" / "last.pt").unlink()  # as an error advised
+    before = snapshot(run_dir)
+    metrics = train(compose_config(QUICK), run_dir)
+    assert metrics["status"] == "finished" and metrics["steps"] == 2
+    (attempt,) = [path for path in tmp_path.iterdir() if path.name.startswith("run.attempt-")]
+    assert metrics["previous_attempt"] == str(attempt)
+    kept = snapshot(attempt)
+    assert {name: kept[name] for name in before if name != "train.log"} == {
+        name: value for name, value in before.items() if name != "train.log"
+    }
+
+
+def test_an_unreadable_metrics_json_is_named_before_any_work(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    train(compose_config(QUICK), run_dir)
+    (run_dir / "metrics.json").write_text('{"status": "fin\x01ished"}')
+    before = snapshot(run_dir)
+    for start in (
+        lambda: train(compose_config(QUICK), run_dir),
+        lambda: evaluate_checkpoint(str(run_dir / "checkpoints" / "last.pt"), OmegaConf.create({})),
+    ):
+        with pytest.raises(RunFolderError, match=r"metrics\.json is unreadable") as error:
+            start()
+        assert str(run_dir / "metrics.json") in str(error.value)
+        assert snapshot(run_dir) == before
+
+
+def test_a_full_disk_during_a_checkpoint_is_one_line_and_keeps_the_last_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vgp_bench import checkpoint as checkpoint_module
+    from vgp_bench.data.store import NoSpaceError
+
+    run_dir = tmp_path / "run"
+    train(compose_config(QUICK), run_dir)
+    last = run_dir / "checkpoints" / "last.pt"
+    before = last.read_bytes()
+    real_write = checkpoint_module.atomic_write
+
+    def full_disk(path, write) -> None:
+        def half_then_full(stream) -> None:
+            stream.write(b"half a checkpoint")
+            raise OSError(28, "No space left on device")
+
+        real_write(path, half_then_full if str(path).endswith(".pt") else write)
+
+    monkeypatch.setattr(checkpoint_module, "atomic_write", full_disk)
+    with pytest.raises(NoSpaceError) as error:
+        train(compose_config([*QUICK, "trainer.max_steps=4"]), run_dir)
+    assert str(error.value).startswith(f"no space left on {run_dir / 'checkpoints'}")
+    assert last.read_bytes() == before
+    assert not list((run_dir / "checkpoints").glob(".*.tmp"))
+
+
+def test_vgp_eval_says_when_its_result_was_not_recorded(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    train(compose_config(QUICK), run_dir)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copy(run_dir / "checkpoints" / "last.pt", elsewhere / "model.pt")
+    before = snapshot(elsewhere)
+    result = cli(
+        "vgp-eval",
+        [f"checkpoint={elsewhere / 'model.pt'}", "eval.is_samples=2", "device=cpu"],
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "the result was not recorded" in result.stderr and "holds no run" in result.stderr
+    assert snapshot(elsewhere) == before  # nothing written beside a foreign checkpoint
+    assert "test:" not in result.stdout  # the table only, no YAML dump
+
+
+def test_messages_are_true_for_the_command_that_prints_them(tmp_path: Path) -> None:
+    from vgp_bench.evaluate import resolve_checkpoint
+
+    run_dir = tmp_path / "run"
+    train(compose_config(QUICK), run_dir)  # no validated epoch: no best.pt
+    last = run_dir / "checkpoints" / "last.pt"
+    assert resolve_checkpoint(run_dir) == last  # a run folder: its best, else its last
+    assert resolve_checkpoint(run_dir / "checkpoints") == last
+    with pytest.raises(FileNotFoundError, match=r"this run has .*last\.pt"):
+        resolve_checkpoint(run_dir / "checkpoints" / "best.pt")
+    with pytest.raises(FileNotFoundError, match="is a folder"):
+        load_checkpoint(run_dir)
+    lock = acquire_lock(run_dir, "vgp-train")
+    try:
+        with pytest.raises(RunFolderError, match="evaluate a copy of the run folder") as busy:
+            evaluate_checkpoint(str(last), OmegaConf.create({}))
+    finally:
+        lock.release()
+    assert "hydra.run.dir" not in str(busy.value)
+    marker = tmp_path / "marker"
+    write_malicious_checkpoint(tmp_path / "evil.pt", marker)
+    with pytest.raises(ValueError, match="nothing in it was executed") as refused:
+        load_checkpoint(tmp_path / "evil.zip.pt")
+    assert "weights_only" not in str(refused.value) and "unsupported GLOBAL" in str(refused.value)
+
+
+# ---------------------------------------------------------------- checked before the folder exists
+
+
+def pre_start(command: str, overrides: list[str], run_dir: Path, capsys) -> str:
+    """The one line `command`'s pre-start check prints for these overrides ('' if it passes)."""
+    from vgp_bench.prestart import PreStart
+
+    name = "fit" if command == "vgp-fit" else "config"
+    config = compose_config(
+        [*overrides, f"hydra.run.dir={run_dir}"], config_name=name, return_hydra_config=True
+    )
+    try:
+        PreStart(command).on_run_start(config)
+    except SystemExit as stop:
+        assert stop.code == 1
+        (line,) = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        return line
+    return ""
+
+
+def test_a_value_of_the_wrong_type_is_one_line_naming_the_key_and_type(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    bad = [*QUICK, "inference=vgp", "inference.variational_data_size=abc"]
+    with pytest.raises(ConfigError) as error:
+        train(compose_config(bad), run_dir)
+    assert str(error.value) == "inference.variational_data_size must be an integer, got 'abc'"
+    with pytest.raises(ConfigError, match=r"model\.latent_dims must be a list"):
+        train(compose_config([*QUICK, "model.latent_dims=3"]), run_dir)
+    assert not run_dir.exists()
+
+
+@pytest.mark.parametrize("case", ["a file", "a 300-character name", "a read-only parent"])
+def test_a_run_folder_that_cannot_be_made_is_one_line_and_nothing_is_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, case: str
+) -> None:
+    (tmp_path / "afile").write_text("mine\n")
+    run_dir = {
+        "a file": tmp_path / "afile",
+        "a 300-character name": tmp_path / ("x" * 300),
+        "a read-only parent": tmp_path / "locked" / "run",
+    }[case]
+    if case == "a read-only parent":  # root writes anywhere: the check itself is what counts
+        (tmp_path / "locked").mkdir()
+        real_access = os.access
+        monkeypatch.setattr(
+            "vgp_bench.prestart.os.access",
+            lambda path, mode: real_access(path, mode) and Path(path).name != "locked",
+        )
+    before = sorted(path.name for path in tmp_path.iterdir())
+    line = pre_start("vgp-train", QUICK, run_dir, capsys)
+    assert line.startswith("vgp-train: error: ") and line.endswith("pick another hydra.run.dir")
+    assert {"a file": "is a file", "a 300-character name": "300 bytes"}.get(
+        case, "read-only"
+    ) in line
+    assert sorted(path.name for path in tmp_path.iterdir()) == before
+    if case == "a file":  # the whole command line: Hydra never gets to make the folder
+        result = cli("vgp-train", [*QUICK, f"hydra.run.dir={run_dir}/run"], tmp_path)
+        assert result.returncode == 1 and len(error_lines(result)) == 1, result.stderr
+        assert "is a file, not a folder" in result.stderr
+
+
+def test_bad_settings_for_a_new_folder_create_nothing(tmp_path: Path, capsys) -> None:
+    run_dir = tmp_path / "new" / "run"
+    line = pre_start("vgp-train", [*QUICK, "trainer.epochs=abc"], run_dir, capsys)
+    assert line == "vgp-train: error: trainer.epochs must be an integer >= 1, got 'abc'"
+    missing = [*QUICK, f"trainer.init_model={tmp_path / 'none.pt'}"]
+    assert "trainer.init_model" in pre_start("vgp-train", missing, run_dir, capsys)
+    result = cli("vgp-train", [*QUICK, "eval.is_samples=0", f"hydra.run.dir={run_dir}"], tmp_path)
+    assert result.returncode == 1 and len(error_lines(result)) == 1, result.stderr
+    assert not (tmp_path / "new").exists()
+    assert pre_start("vgp-train", QUICK, run_dir, capsys) == ""  # good settings pass
+
+
+def test_an_added_key_no_config_defines_is_refused(tmp_path: Path, capsys) -> None:
+    line = pre_start("vgp-train", [*QUICK, "+trainer.max_step=50"], tmp_path / "run", capsys)
+    assert "+trainer.max_step: no such setting (did you mean trainer.max_steps?)" in line
+    assert pre_start("vgp-train", [*QUICK, "++trainer.max_steps=5"], tmp_path / "run", capsys) == ""
+    weight_decay = [*QUICK, "+optim.optimizer.weight_decay=0.01"]  # an argument of RMSprop
+    assert pre_start("vgp-train", weight_decay, tmp_path / "run", capsys) == ""
+    assert not (tmp_path / "run").exists()
+
+
+def test_vgp_fit_refuses_an_unknown_family_in_one_line(tmp_path: Path, capsys) -> None:
+    line = pre_start("vgp-fit", ["families=[nope]"], tmp_path / "fit", capsys)
+    assert line.startswith("vgp-fit: error: families: unknown nope; choose from")
+    assert not (tmp_path / "fit").exists()
+
+
+def test_a_finished_run_started_again_with_other_eval_settings_is_refused(
+    tmp_path: Path,
+) -> None:
+    run_dir = tmp_path / "run"
+    train(compose_config(QUICK), run_dir)
+    train(compose_config([*QUICK, "eval.at_end=true"]), run_dir)  # evaluates what it lacked
+    assert metrics_of(run_dir)["test"]["is_samples"] == 8
+    before = snapshot(run_dir)
+    with pytest.raises(RunFolderError, match="finished run, tested with other") as error:
+        train(compose_config([*QUICK, "eval.at_end=true", "eval.is_samples=10"]), run_dir)
+    assert "vgp-eval checkpoint=" in str(error.value) and "eval.is_samples=10" in str(error.value)
+    assert snapshot(run_dir) == before  # config.yaml still says what was computed
+    # training further evaluates with the new settings, and config.yaml says so
+    metrics = train(
+        compose_config([*QUICK, "eval.at_end=true", "eval.is_samples=10", "trainer.max_steps=3"]),
+        run_dir,
+    )
+    assert metrics["test"]["is_samples"] == 10
+    assert OmegaConf.load(run_dir / "config.yaml").eval.is_samples == 10
+
+
+# ---------------------------------------------------------------- the report counts each run once
+
+
+def test_a_copied_or_rerun_run_is_counted_once_and_the_copies_named(tmp_path: Path, capsys) -> None:
+    runs = tmp_path / "runs"
+    train(compose_config([*QUICK, "eval.at_end=true"]), runs / "run")
+    run_id = metrics_of(runs / "run")["run_id"]
+    assert len(run_id) == 32
+    train(compose_config([*QUICK, "eval.at_end=true"]), runs / "run")  # a resume keeps it
+    assert metrics_of(runs / "run")["run_id"] == run_id
+    shutil.copytree(runs / "run", runs / "run-copy")
+    # moved aside, then the same setting and seed started again beside it
+    train(
+        compose_config(
+            [*QUICK, "eval.at_end=true", "trainer.resume=false", "trainer.move_aside=true"]
+        ),
+        runs / "run",
+    )
+    assert metrics_of(runs / "run")["run_id"] != run_id
+    assert report.main([str(runs)]) == 0
+    out = capsys.readouterr().out
+    assert "3 run folders" in out and "1 in the tables, 2 not" in out
+    assert "n=1" in out and "(0, 0)" not in out
+    copies = [line for line in out.splitlines() if "| copy |" in line]
+    assert len(copies) == 2 and all("counted once" in line for line in copies)
+
+
+def test_the_report_tells_a_live_run_from_a_dead_one(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    train(compose_config(QUICK), run_dir)
+    record = metrics_of(run_dir)
+    write_json({**record, "status": "running"}, run_dir / "metrics.json")  # killed with -9
+    dead = report.load_run(run_dir)
+    assert isinstance(dead, report.Excluded) and dead.status == "stopped, resumable"
+    lock = acquire_lock(run_dir, "vgp-train (the live one)")
+    try:
+        live = report.load_run(run_dir)
+    finally:
+        lock.release()
+    assert isinstance(live, report.Excluded) and live.status == "running"
+    assert "vgp-train (the live one)" in live.reason
+
+
+# ---------------------------------------------------------------- long phases show progress
+
+
+def test_an_evaluation_shows_progress_in_samples_with_a_rate_within_one_batch(
+    monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    import functools
+
+    from tqdm import tqdm
+
+    from vgp_bench.evaluate import estimate_split
+
+    monkeypatch.setattr(  # every update drawn (the real bar redraws at most every 0.1 s)
+        "vgp_bench.evaluate.tqdm", functools.partial(tqdm, mininterval=0, miniters=1)
+    )
+    cfg = compose_config(QUICK)
+    parts = build_components(cfg)
+    generator = torch.Generator().manual_seed(0)
+    split = parts.data.test.subset(4)
+    estimate_split(parts.model, parts.heads, split, 12, 3, 4, generator, parts.device, True)
+    bar = capsys.readouterr().err.replace("\r", "\n")
+    # one batch of 4 examples x 12 samples, counted after each chunk of 3 samples
+    assert "12.0/48.0" in bar and "48.0/48.0" in bar and "sample/s" in bar
+
+
+def test_the_auxiliary_gap_budget_scales_with_the_run_and_says_what_it_skipped() -> None:
+    from vgp_bench.evaluate import aux_gap_examples
+
+    eval_cfg = compose_config([]).eval  # 500 examples x 10 draws x 256 samples
+    smoke = aux_gap_examples(eval_cfg, trained_examples=3 * 100)  # DRAW, max_steps=3
+    assert smoke[0] == 0 and "skipped" in smoke[1] and "aux_gap_budget=full" in smoke[1]
+    five_epochs = aux_gap_examples(eval_cfg, trained_examples=5 * 60000)
+    assert five_epochs[0] == 117 and "on 117 of 500 examples" in five_epochs[1]
+    assert aux_gap_examples(eval_cfg, trained_examples=100 * 60000) == (500, None)
+    eval_cfg.aux_gap_budget = "full"
+    assert aux_gap_examples(eval_cfg, trained_examples=300) == (500, None)
+
+
+def test_repeated_ctrl_c_stops_a_command_with_one_line(capsys) -> None:
+    import time
+
+    from vgp_bench.signals import run_command
+
+    def start_up_interrupted_three_times() -> None:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)  # raises KeyboardInterrupt here
+            time.sleep(5)
+        finally:  # two more while unwinding (and in the exit's clean-up): ignored
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(SystemExit) as stop:
+            run_command("vgp-train", start_up_interrupted_three_times)
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # for atexit's handlers
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert stop.value.code == 130
+    assert capsys.readouterr().err.strip() == "vgp-train: interrupted"
+
+
+# ---------------------------------------------------------------- the first hour
+
+
+def test_k_hat_not_computed_is_a_dash_not_zero_percent(tmp_path: Path) -> None:
+    from vgp_bench.report.gaps import pareto_share
+
+    run_dir = tmp_path / "run"
+    metrics = train(compose_config([*QUICK, "eval.at_end=true"]), run_dir)  # S = 8 < 25
+    assert metrics["test"]["pareto_k_mean"] is None
+    assert metrics["test"]["pareto_k_above_0_7"] is None
+    older = report.Run(run_dir, {"test": {"pareto_k_mean": None, "pareto_k_above_0_7": 0.0}}, {})
+    assert pareto_share(older) is None  # a record of older code: shown as "—", not 0.0%
+
+
+def test_every_table_row_shows_its_epochs_and_marks_deltas_off_the_papers_protocol(
+    tmp_path: Path, capsys
+) -> None:
+    from tests.test_report import write_run
+
+    test = {"nll": 120.0, "bound_nll": 125.0, "nll_stderr": 0.5, "bound_nll_stderr": 0.5}
+    test |= {"is_samples": 5000, "n_examples": 10000, "is_below_bound": False}
+    write_run(
+        tmp_path / "smoke", model="dlgm1", inference="vae", seed=0, test=test,
+        epochs_completed=5, experiment=None,
+    )  # fmt: skip
+    assert report.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("| method"))
+    assert "| epochs |" in header
+    row = next(line for line in out.splitlines() if "DLGM 1hl + VAE" in line)
+    assert "| 5 |" in row and " *" in row
+    assert "not the paper's protocol" in out
+
+
+def test_threads_come_from_the_config_or_the_environment_and_are_shown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from vgp_bench.runtime import apply_threads
+
+    try:
+        assert apply_threads(compose_config(["threads=2"]).threads).startswith("2 CPU threads")
+        assert torch.get_num_threads() == 2
+        monkeypatch.setenv("VGP_THREADS", "3")
+        assert compose_config([]).threads == "3"
+        assert apply_threads(compose_config([]).threads).startswith("3 CPU threads")
+        monkeypatch.delenv("VGP_THREADS")
+        assert "torch's default" in apply_threads(compose_config([]).threads)
+    finally:
+        torch.set_num_threads(1)
+    with pytest.raises(ConfigError, match=r"^threads must be an integer >= 1"):
+        train(compose_config([*QUICK, "threads=abc"]), Path("never-created"))
+    assert not Path("never-created").exists()
+
+
+def test_tensorboard_has_the_test_metrics_and_the_runs_hyperparameters(tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    train(compose_config([*QUICK, "eval.at_end=true"]), tmp_path)
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    scalars = set(events.Tags()["scalars"])
+    assert {"test/nll", "test/bound_nll", "hparam/test_nll"} <= scalars
+    raw = b"".join(path.read_bytes() for path in (tmp_path / "tensorboard").glob("events.*"))
+    assert b"_hparams_/session_start_info" in raw and b"trainer.batch_size" in raw
+
+
+def test_long_phases_show_progress(capsys) -> None:
+    from vgp_bench.blackbox import fit
+
+    fit(lambda z: -0.5 * (z**2).sum(1), 2, family="mean_field", steps=3, progress=True)
+    assert "fit mean_field" in capsys.readouterr().err  # vgp-fit: a bar per family
+
+
+def test_vgp_fit_creates_its_log_only_with_a_record() -> None:
+    hydra_cfg = compose_config([], config_name="fit", return_hydra_config=True).hydra
+    assert hydra_cfg.job_logging.handlers.file.delay is True  # no empty log file

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 from torch import Tensor
+from tqdm import tqdm
 
 from vgp_bench.estimators import chunked_estimate
 from vgp_bench.inference.base import SiteSample, SiteSpec, VariationalHead
@@ -135,6 +136,7 @@ def fit(
     final_learning_rate: float = 0.0005,
     identity_start: float | None = 0.3,
     max_nonfinite: int | None = None,
+    progress: bool = False,
     **options: Any,
 ) -> FittedFamily:
     """Fit a variational family to exp(log_density) by maximizing the bound on log Z.
@@ -148,6 +150,7 @@ def fit(
     (`VGPHead.start_as_identity_warp`); None keeps the head's own initialization. All
     randomness (initialization, samples) comes from `seed`. A step whose bound or gradient is
     not finite makes no update; `max_nonfinite` of them in a row stop the fit (None: never).
+    `progress` shows a bar of the steps on stderr.
     """
     if dim < 1 or steps < 0 or samples_per_step < 1:
         raise ValueError(
@@ -174,7 +177,10 @@ def fit(
     policy, skipped = NonFinitePolicy(max_nonfinite), SkippedSteps()
     training_generator = torch.Generator().manual_seed(seed)
     started = time.perf_counter()
-    for step in range(steps):
+    steps_bar = tqdm(
+        range(steps), desc=f"fit {family}", unit="step", disable=not progress, leave=False
+    )
+    for step in steps_bar:
         for group in optimizer.param_groups:
             group["lr"] = cosine_step_size(step, steps, learning_rate, final_learning_rate)
         try:

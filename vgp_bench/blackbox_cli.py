@@ -17,8 +17,10 @@ from torch import Tensor
 from torchvision.utils import make_grid
 
 from vgp_bench.blackbox import FittedFamily, families, fit
-from vgp_bench.runtime import CONFIG_DIR, ConfigError, build
+from vgp_bench.failures import USER_ERRORS, print_error
+from vgp_bench.runtime import CONFIG_DIR, ConfigError, apply_threads, build
 from vgp_bench.settings import check_fit_settings
+from vgp_bench.signals import run_command
 from vgp_bench.targets import PlotRange, Target
 
 # Anchor colours of a perceptually ordered dark-to-bright map (sampled from "viridis").
@@ -40,14 +42,20 @@ COLORMAP_ANCHORS = torch.tensor(
 TITLE_HEIGHT = 34
 
 
+def check_families(cfg: DictConfig) -> None:
+    """Raise a one-line ConfigError for a family `vgp-fit` does not know."""
+    known = families()
+    unknown = [str(family) for family in cfg.families if family not in known]
+    if unknown:
+        raise ConfigError(f"families: unknown {', '.join(unknown)}; choose from {known}")
+
+
 def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     """Fit every family in `cfg.families` to `cfg.target`; write the PNG and `fit.json`."""
     check_fit_settings(cfg)
+    check_families(cfg)
+    print(f"vgp-fit: {apply_threads(cfg.get('threads'))}", file=sys.stderr)
     target: Target = build(cfg.target)
-    known = families()
-    unknown = [family for family in cfg.families if family not in known]
-    if unknown:
-        raise ValueError(f"unknown families {unknown}; choose from {known}")
     rows: list[dict[str, Any]] = []
     fitted: dict[str, FittedFamily] = {}
     for family in cfg.families:
@@ -64,6 +72,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
             learning_rate=cfg.learning_rate,
             final_learning_rate=cfg.final_learning_rate,
             identity_start=cfg.identity_start,
+            progress=True,
             **options,
         )
         rows.append(summarize(fitted[family], target, cfg.samples.bound, cfg.samples.importance))
@@ -208,14 +217,18 @@ def _fit_line(line: str, draw: ImageDraw.ImageDraw, font: Any, width: int) -> st
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="fit", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def _hydra_main(cfg: DictConfig) -> None:
     """Entry point of `vgp-fit`; see `configs/fit.yaml`. Settings are checked before fitting."""
     try:
-        check_fit_settings(cfg)
-    except ConfigError as error:
-        print(f"vgp-fit: error: {error}", file=sys.stderr)
+        run(cfg, Path(HydraConfig.get().runtime.output_dir))
+    except USER_ERRORS as error:
+        print_error("vgp-fit", error, expected=True)
         sys.exit(1)
-    run(cfg, Path(HydraConfig.get().runtime.output_dir))
+
+
+def main() -> None:
+    """`vgp-fit`; a Ctrl-C stops it with one line."""
+    run_command("vgp-fit", _hydra_main)
 
 
 if __name__ == "__main__":

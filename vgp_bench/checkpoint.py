@@ -3,6 +3,7 @@ loop's state, the config), written atomically and loaded without running code fr
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -71,26 +72,45 @@ def restore_training(parts: Components, checkpoint: dict[str, Any]) -> RunState:
     return state
 
 
-def load_initial_model(parts: Components, cfg: DictConfig) -> Path | None:
-    """Start the model p(x, z) from the weights of `trainer.init_model` (a checkpoint of a run
-    with the same model config); the heads keep their fresh initialization. Returns the path."""
+def initial_model(cfg: DictConfig) -> tuple[Path, dict[str, Any]] | None:
+    """`trainer.init_model`'s path and checkpoint, checked to hold this config's model (read
+    only: `train` calls it with the other settings, before anything is written)."""
     source = cfg.trainer.get("init_model")
     if not source:
         return None
     path = Path(str(source)).expanduser().resolve()
+    if path.is_dir():
+        raise ConfigError(
+            f"trainer.init_model={path} is a folder; give a checkpoint file, e.g. "
+            f"{path / 'checkpoints' / 'best.pt'}"
+        )
     try:
         checkpoint = load_checkpoint(path)
     except FileNotFoundError as error:
         raise ConfigError(
-            f"trainer.init_model={path} not found; give the path of a run's checkpoints/best.pt"
+            f"trainer.init_model={path} not found; give the path of a run's "
+            "checkpoints/best.pt (or last.pt)"
         ) from error
-    saved_model = checkpoint.get("config", {}).get("model")
+    except ValueError as error:
+        raise ConfigError(f"trainer.init_model: {error}") from error
+    saved_config = checkpoint.get("config")
+    saved_model = saved_config.get("model") if isinstance(saved_config, dict) else None
     current_model = OmegaConf.to_container(cfg.model, resolve=True)
     if saved_model != current_model or "model" not in checkpoint:
         raise ConfigError(
             f"trainer.init_model={path} holds another model than model={cfg.model.name} with "
             "these settings; pick a checkpoint of a run with the same model config"
         )
+    return path, checkpoint
+
+
+def load_initial_model(parts: Components, cfg: DictConfig) -> Path | None:
+    """Start the model p(x, z) from the weights of `trainer.init_model` (a checkpoint of a run
+    with the same model config); the heads keep their fresh initialization. Returns the path."""
+    found = initial_model(cfg)
+    if found is None:
+        return None
+    path, checkpoint = found
     try:
         parts.model.load_state_dict(checkpoint["model"])
     except RuntimeError as error:  # same config, other data shape
@@ -106,7 +126,9 @@ def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
 
     A temporary file left by a killed process is removed at the run folder's next start.
     """
-    atomic_write(path, lambda stream: torch.save(state, stream))
+    buffer = io.BytesIO()  # serialized first: a full disk is then an OSError (ENOSPC) of
+    torch.save(state, buffer)  # the write, not torch's "unexpected pos"
+    atomic_write(path, lambda stream: stream.write(buffer.getbuffer()))
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -117,12 +139,14 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     A torn, foreign or crafted file gives a one-line error naming the file.
     """
     path = Path(path)
+    if path.is_dir():
+        raise FileNotFoundError(f"checkpoint {path} is a folder, not a checkpoint file")
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} not found")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as error:  # torch raises several types for corrupt or unsafe files
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        reason = refusal_reason(str(error)) or type(error).__name__
         raise ValueError(
             f"checkpoint {path} is unreadable or not a vgp-bench checkpoint ({reason}); "
             "nothing in it was executed; delete it or pick another"
@@ -133,6 +157,20 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             "delete it or pick another"
         )
     return state
+
+
+def refusal_reason(text: str) -> str:
+    """Why torch refused a file, in its own words, less its advice to load it unsafely."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if lines and lines[0].startswith("Weights only load failed"):
+        detail = [
+            line
+            for line in lines[1:]
+            if "weights_only" not in line and not line.startswith("Check the documentation")
+        ]
+        found = f": {detail[0]}" if detail else ""
+        return f"it holds objects other than tensors and plain values{found}"
+    return lines[0].split(". ")[0] if lines else ""
 
 
 def write_json(data: dict[str, Any], path: str | Path) -> None:

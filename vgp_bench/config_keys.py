@@ -9,6 +9,7 @@ from typing import Any
 # trajectory); `eval` is every evaluation setting. Any other difference refuses the resume.
 RESUMABLE_KEYS = (
     "device",
+    "threads",
     "data_dir",
     "experiment_name",
     "eval",
@@ -51,6 +52,8 @@ NEWER_KEYS: dict[str, Any] = {
     "trainer.early_stopping.patience": None,
     "trainer.early_stopping.min_delta": ANY,  # read only with a patience, newer itself
     "eval.checkpoint": ANY,  # resumable: an older run's resume may set it
+    "eval.aux_gap_budget": ANY,  # resumable, like every eval key
+    "threads": ANY,  # how many CPU threads: never what a run computes
     "dataset.holdout": None,
     "model.scale_link": "softplus",
     "model.init": "default",

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from tqdm import tqdm
 
 from vgp_bench.data.base import ImageSplit
 from vgp_bench.inference.base import SiteSample
@@ -84,6 +85,7 @@ def auxiliary_gap(
     generator: torch.Generator,
     device: torch.device,
     batch_size: int = 20,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """How much of the bound's looseness is r's: the bound at K = 0 against K = `aux_samples`.
 
@@ -97,8 +99,16 @@ def auxiliary_gap(
         return {}
     saved = [head.aux_samples for head in weighted]
     bounds: dict[int, list[Tensor]] = {0: [], aux_samples: []}
+    bar = tqdm(
+        total=len(split),
+        desc=f"aux gap K={aux_samples}",
+        unit="example",
+        disable=not progress,
+        leave=False,
+        dynamic_ncols=True,
+    )
     try:
-        with evaluation_mode(model, heads):
+        with bar, evaluation_mode(model, heads):
             for x in split.batches(batch_size, generator=generator):
                 x = x.to(device)
                 for count in bounds:
@@ -106,6 +116,7 @@ def auxiliary_gap(
                         head.aux_samples = count
                     log_weights = model(x, heads, draws, generator).log_weights  # [draws, B]
                     bounds[count].append(log_weights.double().mean(0).cpu())
+                bar.update(x.shape[0])
     finally:
         for head, count in zip(weighted, saved, strict=True):
             head.aux_samples = count

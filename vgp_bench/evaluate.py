@@ -7,6 +7,7 @@ import logging
 import math
 import os
 import sys
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,11 +32,25 @@ from vgp_bench.eval_journal import EvaluationJournal, weights_sha256
 from vgp_bench.failures import USER_ERRORS, log_failure, print_error
 from vgp_bench.metrics import Evaluation, read_record, write_record
 from vgp_bench.models.base import LatentVariableModel
-from vgp_bench.run_folder import claimed, clear_orphans, refuse_if_locked
-from vgp_bench.runtime import CONFIG_DIR, ConfigError, code_version, make_generator
+from vgp_bench.run_folder import (
+    check_record,
+    claimed,
+    clear_orphans,
+    refuse_if_locked,
+    refuse_links,
+)
+from vgp_bench.runtime import (
+    CONFIG_DIR,
+    ConfigError,
+    apply_threads,
+    code_version,
+    make_generator,
+)
 from vgp_bench.settings import check_eval_settings
-from vgp_bench.signals import EvaluationInterrupted, interruptible, stop_signals
+from vgp_bench.signals import EvaluationInterrupted, interruptible, run_command, stop_signals
 
+# How vgp-eval goes on when the run folder is busy (it writes into the run's own folder).
+EVAL_BUSY_ADVICE = "or evaluate a copy of the run folder"
 # An IS estimate may dip below the bound by Monte Carlo noise; flag it past this many nats.
 BELOW_BOUND_TOLERANCE = 0.05
 
@@ -83,9 +98,9 @@ def add_pareto_summary(evaluation: Evaluation, pareto_k: Tensor | None) -> None:
     if pareto_k is None:
         return
     finite = pareto_k[torch.isfinite(pareto_k)]
-    if finite.numel() == 0:
+    if finite.numel() == 0:  # not computed (S < 25, or flat weights): no share either
         evaluation.pareto_k_mean, evaluation.pareto_k_max = None, None
-        evaluation.pareto_k_above_0_7 = 0.0
+        evaluation.pareto_k_above_0_7 = None
         return
     evaluation.pareto_k_mean = float(finite.mean())
     evaluation.pareto_k_max = float(finite.max())
@@ -116,22 +131,28 @@ def estimate_split(
     if journal is not None:
         start, estimates = journal.restore(generator, len(split), batch_size)
     batches = split.batches(batch_size, start=start, generator=generator)
-    bar = tqdm(
-        batches,
-        initial=start,
-        total=split.batch_count(batch_size),
+    bar = tqdm(  # in samples (examples x S), updated after every chunk: a rate and an ETA
+        initial=min(start * batch_size, len(split)) * is_samples,  # even for one huge batch
+        total=len(split) * is_samples,
         desc=description,
         disable=not progress,
         leave=False,
         dynamic_ncols=True,
-        unit="batch",
+        unit="sample",
+        unit_scale=True,
     )
-    with evaluation_mode(model, heads):
-        for batch_index, x in enumerate(bar, start=start):
+
+    def draw(count: int, sample: Callable[..., Tensor], examples: int) -> Tensor:
+        log_weights = sample(count, generator)
+        bar.update(count * examples)
+        return log_weights
+
+    with bar, evaluation_mode(model, heads):
+        for batch_index, x in enumerate(batches, start=start):
             x = x.to(device, non_blocking=True)
             sample = model.log_weight_sampler(x, heads)  # the per-example work once a batch
             estimate = chunked_estimate(
-                lambda count, sample=sample: sample(count, generator),
+                lambda count, sample=sample, examples=x.shape[0]: draw(count, sample, examples),
                 n_samples=is_samples,
                 chunk_size=chunk_size,
             )
@@ -160,11 +181,13 @@ def evaluate_components(
     subset: int | None = None,
     with_diagnostics: bool = False,
     journal: EvaluationJournal | None = None,
+    trained_examples: int | None = None,
 ) -> dict[str, Any]:
     """IS log-likelihood and bound on a split, sharded over ranks; per-example file when asked.
 
     Returns an Evaluation's object. `with_diagnostics` (final evaluations) adds the VGP's
-    auxiliary gap on the first `eval.aux_gap_examples` examples. A `journal` (this rank's)
+    auxiliary gap on the first `eval.aux_gap_examples` examples, within the budget of a run
+    that trained on `trained_examples` (see `aux_gap_examples`). A `journal` (this rank's)
     keeps the finished batches, and the evaluation resumes after them.
     """
     split_name = split_name or str(eval_cfg.split)
@@ -204,15 +227,19 @@ def evaluate_components(
     }
     if weights:
         evaluation.weight = weights
-    if with_diagnostics and int(eval_cfg.get("aux_gap_examples") or 0) > 0 and context.is_main:
+    examples, skipped = aux_gap_examples(eval_cfg, trained_examples)
+    if skipped and with_diagnostics and has_auxiliary_model(parts.heads):
+        evaluation.aux_gap_skipped = skipped
+    if with_diagnostics and examples > 0 and context.is_main:
         gap = auxiliary_gap(
             parts.model,
             parts.heads,
-            split.subset(int(eval_cfg.aux_gap_examples)),
+            split.subset(examples),
             int(eval_cfg.aux_gap_samples),
             int(eval_cfg.aux_gap_draws),
             make_generator(parts.device, int(eval_cfg.seed) + 1),
             parts.device,
+            progress=progress and context.is_main,
         )
         evaluation.update(gap)
     if eval_cfg.save_per_example and run_dir is not None and context.is_main:
@@ -220,6 +247,39 @@ def evaluate_components(
         save_per_example(estimate, path)
         evaluation.per_example_file = path.name
     return evaluation.to_json()
+
+
+AUX_GAP_MINIMUM = 20  # fewer examples than this: no auxiliary gap (its error would be noise)
+
+
+def has_auxiliary_model(heads: nn.ModuleDict) -> bool:
+    """Whether a family has an auxiliary model whose gap the final evaluation measures."""
+    return any(hasattr(head, "aux_samples") for head in heads.values())
+
+
+def aux_gap_examples(eval_cfg: DictConfig, trained_examples: int | None) -> tuple[int, str | None]:
+    """How many examples the end-of-run auxiliary gap uses, and what it skipped (or None).
+
+    `eval.aux_gap_budget=auto` spends at most the training's own work: examples x draws x
+    auxiliary samples evaluations against the examples trained, so a smoke run ends in about
+    the time of its steps and a table run gets all `eval.aux_gap_examples`; `full` always
+    takes them all.
+    """
+    wanted = int(eval_cfg.get("aux_gap_examples") or 0)
+    budget = str(eval_cfg.get("aux_gap_budget") or "full")
+    if wanted <= 0 or budget == "full" or trained_examples is None:
+        return wanted, None
+    per_example = max(1, int(eval_cfg.aux_gap_samples) * int(eval_cfg.aux_gap_draws))
+    affordable = trained_examples // per_example
+    if affordable >= wanted:
+        return wanted, None
+    examples = affordable if affordable >= AUX_GAP_MINIMUM else 0
+    done = f"on {examples} of {wanted} examples" if examples else "skipped"
+    return examples, (
+        f"auxiliary gap {done}: eval.aux_gap_budget=auto spends at most the training's work "
+        f"({trained_examples} examples trained); eval.aux_gap_budget=full computes it on all "
+        f"{wanted} (vgp-eval checkpoint=<run> eval.aux_gap_budget=full adds it later)"
+    )
 
 
 def save_per_example(estimate: SplitEstimate, path: str | Path) -> None:
@@ -238,6 +298,43 @@ def run_folder_of(checkpoint: Path) -> Path:
     return parent.parent if parent.name == "checkpoints" else parent
 
 
+def resolve_checkpoint(given: Path) -> Path:
+    """The checkpoint file to evaluate: `given`, or for a run folder its best.pt, else its
+    last.pt; a missing file's error says what the folder has instead."""
+    if given.is_dir():  # a run folder, or its checkpoints/
+        folder = given if given.name == "checkpoints" else given / "checkpoints"
+        for name in ("best.pt", "last.pt"):
+            if (folder / name).is_file():
+                return folder / name
+        raise FileNotFoundError(
+            f"checkpoint {given} is a folder without checkpoints/best.pt or last.pt; give a "
+            "run folder or a checkpoint file"
+        )
+    if not given.exists() and (given.parent / "last.pt").is_file():
+        raise FileNotFoundError(
+            f"checkpoint {given} not found; this run has {given.parent / 'last.pt'} (best.pt "
+            "is written only after a validated epoch)"
+        )
+    return given
+
+
+def recording_problem(run_dir: Path) -> str | None:
+    """Why an evaluation of a checkpoint in `run_dir` cannot be added to its record, or None."""
+    if not (run_dir / "metrics.json").is_file():
+        return f"{run_dir} holds no run (no metrics.json)"
+    if not os.access(run_dir, os.W_OK) or not os.access(run_dir / "metrics.json", os.W_OK):
+        return f"{run_dir} is read-only"
+    return None
+
+
+def not_recorded_notice(run_dir: Path, problem: str) -> str:
+    """The notice vgp-eval prints when its result goes nowhere but the screen."""
+    return (
+        f"the result was not recorded: {problem}; to record it, evaluate the checkpoint "
+        "inside its run folder where that is writable (a copy of the folder will do)"
+    )
+
+
 def evaluate_checkpoint(
     checkpoint_path: str,
     eval_cfg: DictConfig,
@@ -251,16 +348,24 @@ def evaluate_checkpoint(
     and the log goes to its eval.log.
     """
     check_eval_settings(OmegaConf.create({"eval": eval_cfg}))
-    path = Path(checkpoint_path)
+    path = resolve_checkpoint(Path(checkpoint_path))
+    run_dir = run_folder_of(path)
+    writable = recording_problem(run_dir) is None  # else nothing is written anywhere
+    if writable:
+        refuse_links(run_dir)
+        check_record(run_dir)
+        refuse_if_locked(run_dir, EVAL_BUSY_ADVICE)
     checkpoint = load_checkpoint(path)
     cfg = checkpoint_config(checkpoint, device_name, data_dir)
     cfg.eval = OmegaConf.merge(cfg.eval, eval_cfg)
-    run_dir = run_folder_of(path)
-    refuse_if_locked(run_dir)
     parts = components_from_checkpoint(cfg, checkpoint)
     step = int(checkpoint.get("state", {}).get("step", -1))
-    writable = os.access(run_dir, os.W_OK)
-    claim = claimed(run_dir, "vgp-eval", log_name="eval.log") if writable else nullcontext(None)
+    trained = max(step, 0) * int(cfg.trainer.batch_size) if "trainer" in cfg else None
+    claim = (
+        claimed(run_dir, "vgp-eval", "eval.log", EVAL_BUSY_ADVICE)
+        if writable
+        else nullcontext(None)
+    )
     with claim as log, stop_signals() as request:
         log = log or logging.getLogger(__name__)
         if writable:
@@ -280,6 +385,7 @@ def evaluate_checkpoint(
                     run_dir=run_dir if writable else None,
                     with_diagnostics=True,
                     journal=journal,
+                    trained_examples=trained,
                 )
         except EvaluationInterrupted:
             if journal is not None and journal.path.exists():
@@ -304,7 +410,7 @@ def evaluate_checkpoint(
             evaluated_at=datetime.now().astimezone().isoformat(timespec="seconds"),
         )
         metrics_path = run_dir / "metrics.json"
-        if writable and metrics_path.exists():
+        if writable:
             record = read_record(metrics_path)
             evaluation.run_steps = record.steps
             record.add_evaluation(evaluation)
@@ -359,6 +465,8 @@ def format_summary(summary: dict[str, Any], label: str = "test") -> str:
         )
     if evaluation.is_below_bound:
         lines.append("WARNING: the IS estimate is below the bound on average: check the weights")
+    if evaluation.aux_gap_skipped:
+        lines.append(f"note: {evaluation.aux_gap_skipped}")
     return "\n".join(lines)
 
 
@@ -372,8 +480,13 @@ def _hydra_main(cfg: DictConfig) -> None:
         )
         sys.exit(1)
     try:
+        check_eval_settings(OmegaConf.create({"threads": cfg.get("threads")}))
+        print(f"vgp-eval: {apply_threads(cfg.get('threads'))}", file=sys.stderr)
+        checkpoint = resolve_checkpoint(Path(str(cfg.checkpoint)))
+        if checkpoint != Path(str(cfg.checkpoint)):
+            print(f"vgp-eval: evaluating {checkpoint}", file=sys.stderr)
         summary = evaluate_checkpoint(
-            cfg.checkpoint, cfg.eval, device_name=cfg.device, data_dir=cfg.data_dir
+            str(checkpoint), cfg.eval, device_name=cfg.device, data_dir=cfg.data_dir
         )
     except EvaluationInterrupted as signal_name:
         print(
@@ -386,11 +499,16 @@ def _hydra_main(cfg: DictConfig) -> None:
         print_error("vgp-eval", error, expected=isinstance(error, USER_ERRORS))
         sys.exit(1)
     print(format_summary(summary))
-    print(OmegaConf.to_yaml(OmegaConf.create({"test": summary})).strip())
+    run_dir = run_folder_of(checkpoint)
+    problem = recording_problem(run_dir)
+    if problem is None:
+        print(f"recorded in {run_dir / 'metrics.json'} (evaluations)")
+    else:
+        print(f"vgp-eval: {not_recorded_notice(run_dir, problem)}", file=sys.stderr)
 
 
 def main() -> None:
-    _hydra_main()
+    run_command("vgp-eval", _hydra_main)
 
 
 if __name__ == "__main__":

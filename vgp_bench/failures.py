@@ -7,10 +7,18 @@ import logging
 import sys
 
 from vgp_bench.data.base import CorruptDataError, MissingDataError
+from vgp_bench.data.store import NoSpaceError
 from vgp_bench.runtime import ConfigError
 
-# Errors whose message is the whole story (bad settings, missing or damaged files).
-USER_ERRORS = (ConfigError, MissingDataError, CorruptDataError, FileNotFoundError, ValueError)
+# Errors whose message is the whole story (bad settings, missing or damaged files, a full disk).
+USER_ERRORS = (
+    ConfigError,
+    MissingDataError,
+    CorruptDataError,
+    FileNotFoundError,
+    ValueError,
+    NoSpaceError,
+)
 
 
 class RunFolderError(ConfigError):

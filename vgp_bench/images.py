@@ -10,6 +10,7 @@ from torch import Tensor, nn
 from torchvision.utils import make_grid, save_image
 
 from vgp_bench.data.base import ImageSplit
+from vgp_bench.data.store import atomic_file
 from vgp_bench.diagnostics import evaluation_mode
 from vgp_bench.models.base import LatentVariableModel
 
@@ -23,9 +24,11 @@ def image_grid(images: Tensor, columns: int | None = None) -> Tensor:
 
 
 def save_grid(images: Tensor, path: str | Path, columns: int | None = None) -> Tensor:
-    """Save a grid PNG and return the grid (for TensorBoard)."""
+    """Save a grid PNG atomically (a link at `path` is replaced, never written through) and
+    return the grid (for TensorBoard)."""
     grid = image_grid(images, columns)
-    save_image(grid, str(path))
+    with atomic_file(path) as temporary:
+        save_image(grid, str(temporary), format="png")
     return grid
 
 

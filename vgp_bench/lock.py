@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from vgp_bench.data.store import open_no_follow
 from vgp_bench.failures import RunFolderError
+from vgp_bench.lock_state import LOCK_NAME, read_holder
 
-LOCK_NAME = ".lock"
 LOCK_RETRY_S = 0.5  # a probe holds the lock for microseconds: retry that long before refusing
 
 
@@ -41,51 +42,66 @@ def holder_description(command: str) -> str:
     return f"{command} (pid {os.getpid()} on {socket.gethostname()}, since {started})"
 
 
-def read_holder(path: Path) -> str:
+WRITE_ELSEWHERE = "or write into another folder (hydra.run.dir=...)"
+
+
+def busy_error(run_dir: Path, holder: str, advice: str = WRITE_ELSEWHERE) -> RunFolderError:
+    """The refusal of a folder another process holds; `advice`: the way on for this command."""
+    return RunFolderError(f"{run_dir} is in use by {holder}: wait for it to finish, {advice}")
+
+
+def link_error(path: Path) -> RunFolderError:
+    """The refusal of a run folder's file that is a symbolic link."""
     try:
-        text = path.read_text().strip()
+        target = f" (to {os.readlink(path)})"
     except OSError:
-        text = ""
-    return text.splitlines()[0] if text else "another process"
-
-
-def busy_error(run_dir: Path, holder: str) -> RunFolderError:
+        target = ""
     return RunFolderError(
-        f"{run_dir} is in use by {holder}: wait for it to finish, or write into another "
-        "folder (hydra.run.dir=...)"
+        f"{path} is a symbolic link{target}: nothing is written through a link out of a run "
+        "folder; remove the link and run again"
     )
 
 
-def refuse_if_locked(run_dir: Path) -> None:
+def open_lock_file(path: Path, flags: int) -> int:
+    """Open `<run>/.lock` without following a link (a link is refused, naming it)."""
+    try:
+        return open_no_follow(path, flags)
+    except OSError:
+        if path.is_symlink():
+            raise link_error(path) from None
+        raise
+
+
+def refuse_if_locked(run_dir: Path, advice: str = WRITE_ELSEWHERE) -> None:
     """Raise naming the holder when another process holds the folder's lock (writes nothing)."""
     path = run_dir / LOCK_NAME
     try:
-        descriptor = os.open(path, os.O_RDONLY)
+        descriptor = open_lock_file(path, os.O_RDONLY)
     except FileNotFoundError:
         return
     try:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise busy_error(run_dir, read_holder(path)) from None
+            raise busy_error(run_dir, read_holder(path), advice) from None
         fcntl.flock(descriptor, fcntl.LOCK_UN)
     finally:
         os.close(descriptor)
 
 
-def acquire_lock(run_dir: Path, command: str) -> RunLock:
+def acquire_lock(run_dir: Path, command: str, advice: str = WRITE_ELSEWHERE) -> RunLock:
     """Take the folder's lock or raise naming its holder; the lock file says who holds it."""
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / LOCK_NAME
     deadline = time.monotonic() + LOCK_RETRY_S
     while True:
-        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        descriptor = open_lock_file(path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(descriptor)
             if time.monotonic() > deadline:
-                raise busy_error(run_dir, read_holder(path)) from None
+                raise busy_error(run_dir, read_holder(path), advice) from None
             time.sleep(0.02)
             continue
         try:  # the previous holder may have removed the file between our open and flock

@@ -10,6 +10,7 @@ This module imports neither torch nor Hydra: vgp-report reads records without th
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
@@ -129,6 +130,7 @@ class Evaluation(Record):
     aux_gap_draws = Key[int]()
     aux_gap_examples = Key[int]()
     aux_samples = Key[int]()  # written by older code
+    aux_gap_skipped = Key[str]()  # what the auxiliary gap's budget left out, and how to get it
     per_example_file = Key[str]()
     step = Key[int]()  # the training step evaluated
     checkpoint = Key[str]()  # the checkpoint's file name (vgp-train: best.pt or the final step)
@@ -177,6 +179,7 @@ class RunRecord(Record):
     """metrics.json of one run: what it is (provenance), how far it got, its evaluations."""
 
     # provenance, written at every start (`describe`)
+    run_id = Key[str]()  # the run's identity, drawn at its first start: copies share it
     experiment = Key[str]()
     model = Key[str]()
     inference = Key[str]()
@@ -203,6 +206,7 @@ class RunRecord(Record):
     best_epoch = Key[int]()  # the epoch of the best validation bound (best.pt)
     stop_reason = Key[str]()  # epochs | max_steps | early_stopping (set when training ended)
     resume_changes = Key[list[dict[str, Any]]]()  # [{step, changes: {key: [old, new]}}]
+    previous_attempt = Key[str]()  # where a start moved the folder's previous run or attempt
     # results
     test = RecordKey(Evaluation)  # the run's own final evaluation
     evaluations = RecordListKey(Evaluation)  # vgp-eval's, appended
@@ -213,6 +217,8 @@ class RunRecord(Record):
     def describe(self, cfg: DictConfig, dataset: dict[str, Any], version: str) -> None:
         """Record the provenance every metrics.json holds (docs/design.md, section 6)."""
         inference = cfg.inference
+        if not self.run_id:  # kept across resumes; a copy of the folder keeps it too
+            self.run_id = uuid.uuid4().hex
         self.experiment = cfg.get("experiment_name")
         self.model = cfg.model.get("name")
         self.inference = inference.get("name")

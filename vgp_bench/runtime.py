@@ -75,6 +75,34 @@ def resolve_device(
     return torch.device(name)
 
 
+def thread_count(value: Any) -> int | None:
+    """`threads` (a config value or VGP_THREADS's text) as a count >= 1; None: torch's default."""
+    if value is None or str(value).strip().lower() in ("", "null", "none"):
+        return None
+    try:
+        count = int(str(value).strip())
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise ConfigError(
+            f"threads must be an integer >= 1 or null (torch's default), got {value!r}; set it "
+            "with threads=N or the environment variable VGP_THREADS"
+        )
+    return count
+
+
+def apply_threads(value: Any) -> str:
+    """Set torch's CPU threads from `threads` (None: leave torch's default); in words."""
+    count = thread_count(value)
+    if count is not None:
+        torch.set_num_threads(count)
+        return f"{count} CPU threads (threads={count})"
+    return (
+        f"{torch.get_num_threads()} CPU threads (torch's default, one per core; with other "
+        "jobs on the machine set threads=1 or VGP_THREADS=1)"
+    )
+
+
 def limit_gpu_memory(device: torch.device, fraction: float | None) -> None:
     """Cap this process's share of the GPU's memory (`trainer.gpu_memory_fraction`), so that
     jobs sharing a GPU cannot starve each other; nothing to do on CPU."""

@@ -5,7 +5,8 @@ evaluation after its finished batches)."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -66,3 +67,23 @@ def stop_signals() -> Iterator[StopRequest]:
     finally:
         for signum, old in previous.items():
             signal.signal(signum, old)
+
+
+def interrupt_once(signum: int, frame: Any) -> None:
+    """SIGINT outside a run's own handling: stop the command, and ignore any further one."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def run_command(command: str, entry: Callable[[], None]) -> None:
+    """Run a command's entry point: a Ctrl-C outside the run's own handling (start-up, the
+    end) stops it with one line and status 130; repeated Ctrl-Cs, and any during the exit's
+    clean-up (atexit), are ignored instead of printing tracebacks."""
+    signal.signal(signal.SIGINT, interrupt_once)
+    try:
+        entry()
+    except KeyboardInterrupt:
+        print(f"{command}: interrupted", file=sys.stderr)
+        sys.exit(130)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the process is ending

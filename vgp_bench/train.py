@@ -18,6 +18,7 @@ from tqdm import tqdm
 from vgp_bench.build import Components, build_components
 from vgp_bench.checkpoint import (
     RunState,
+    initial_model,
     load_checkpoint,
     load_initial_model,
     restore_training,
@@ -33,11 +34,17 @@ from vgp_bench.images import save_run_figures
 from vgp_bench.metrics import EpochEvaluation, EpochRecord, Evaluation, RunRecord
 from vgp_bench.nonfinite import NonFinitePolicy, check_finite_parameters
 from vgp_bench.run_folder import RunFolder, RunPlan, agreed_plan
-from vgp_bench.runtime import CONFIG_DIR, ConfigError, make_generator
+from vgp_bench.runtime import CONFIG_DIR, ConfigError, apply_threads, make_generator
 from vgp_bench.settings import check_train_settings
-from vgp_bench.signals import EvaluationInterrupted, StopRequest, interruptible, stop_signals
+from vgp_bench.signals import (
+    EvaluationInterrupted,
+    StopRequest,
+    interruptible,
+    run_command,
+    stop_signals,
+)
 from vgp_bench.step import TrainingStep
-from vgp_bench.writer import LoggingWindow, NullWriter, Writer
+from vgp_bench.writer import LoggingWindow, NullWriter, Writer, write_test_result
 
 EXPECTED_ERRORS = (*USER_ERRORS, NonFiniteTrainingError)
 
@@ -108,7 +115,10 @@ class Trainer:
             except BaseException as error:
                 error_text = log_failure(self.log, error, isinstance(error, EXPECTED_ERRORS))
                 if self.context.is_main:
-                    self.write_metrics("failed", error_text)
+                    try:
+                        self.write_metrics("failed", error_text)
+                    except OSError as failed:  # a full disk: the error itself is the news
+                        self.log.error("could not record the failure: %s", failed)
                     error.add_note(f"traceback in {self.folder.path / 'train.log'}")
                 raise
             finally:
@@ -244,8 +254,14 @@ class Trainer:
             journal = None
             if not self.context.enabled and os.access(path, os.W_OK):
                 journal = evaluation_journal(self.parts, self.cfg.eval, path, self.log)
-            summary = final_test(self.parts, self.cfg, self.context, path, journal)
+            trained = step * int(self.trainer_cfg.batch_size)
+            summary = final_test(self.parts, self.cfg, self.context, path, journal, trained)
+            if summary.get("aux_gap_skipped"):
+                self.log.info("%s", summary["aux_gap_skipped"])
             self.folder.record.test = Evaluation({**summary, "step": step, **tested})
+            config = OmegaConf.to_container(self.cfg, resolve=True)
+            assert isinstance(config, dict)
+            write_test_result(self.writer, config, summary, step)
             if journal is not None:  # the result is in metrics.json before its journal goes
                 self.write_metrics("running")
                 journal.discard()
@@ -308,11 +324,7 @@ class Trainer:
         cause = f" ({cause})" if cause else ""
         self.log.warning("step %d skipped: non-finite bound or gradient%s", step, cause)
         if stop_run:
-            last = self.folder.checkpoints / "last.pt"
-            advice = "lower optim.optimizer.lr or set trainer.grad_clip"
-            raise self.nonfinite.error(
-                step, f"{cause}; the last good checkpoint is {last}; {advice}"
-            )
+            raise self.nonfinite.error(step, f"{cause}; {self.folder.divergence_advice()}")
 
     def save_images(self) -> None:
         """samples.png, reconstructions.png (and the model's own figures), and TensorBoard's."""
@@ -353,9 +365,8 @@ class Trainer:
         generator_states = self.training_step.generator_states()
         check_finite_parameters(
             self.parts.parameters,
-            f"at step {self.state.step} (a non-finite gradient); the last good checkpoint "
-            f"{self.folder.checkpoints / 'last.pt'} is kept; set trainer.grad_clip or "
-            "trainer.check_gradients=true, or lower optim.optimizer.lr",
+            f"at step {self.state.step} (a non-finite gradient; set trainer.grad_clip or "
+            f"trainer.check_gradients=true); {self.folder.divergence_advice()}",
         )
         if self.context.is_main:
             checkpoint = training_checkpoint(self.parts, generator_states, self.state, self.cfg)
@@ -402,9 +413,11 @@ def final_test(
     context: DistributedContext,
     run_dir: Path,
     journal: EvaluationJournal | None = None,
+    trained_examples: int | None = None,
 ) -> dict[str, Any]:
-    """The evaluation at the end of training, with the VGP's auxiliary gap (an Evaluation);
-    with a `journal`, a stopped one resumes after its finished batches."""
+    """The evaluation at the end of training, with the VGP's auxiliary gap within the budget
+    of a run that trained on `trained_examples` (an Evaluation); with a `journal`, a stopped
+    one resumes after its finished batches."""
     progress = bool(cfg.trainer.progress)
     is_samples = int(cfg.eval.is_samples)
     return evaluate_components(
@@ -416,6 +429,7 @@ def final_test(
         run_dir,
         with_diagnostics=True,
         journal=journal,
+        trained_examples=trained_examples,
     )
 
 
@@ -439,11 +453,14 @@ def train(
     is used by all.
     """
     check_train_settings(cfg)
+    apply_threads(cfg.get("threads"))
     context = init_distributed(cfg.trainer.get("ddp_backend"))
     try:
         run_dir = Path(context.broadcast_object(str(run_dir)))
         total_shards = context.world_size * int(cfg.trainer.micro_batches)
-        agreed_plan(context, cfg, run_dir, total_shards, False)  # refuse before loading anything
+        plan = agreed_plan(context, cfg, run_dir, total_shards, False)  # refuse before loading
+        if plan.checkpoint is None:
+            initial_model(cfg)  # a missing or unfit trainer.init_model is a bad setting too
         parts = build_components(cfg, context=context)
         return Trainer(cfg, run_dir, parts, context, hydra_files).fit()
     finally:
@@ -464,6 +481,8 @@ def _hydra_main(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     run_dir = hydra_cfg.runtime.output_dir
     try:
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(f"vgp-train: {apply_threads(cfg.get('threads'))}, run folder {run_dir}")
         metrics = train(cfg, run_dir, hydra_files(cfg))
     except Exception as error:  # user errors and crashes alike: one line, the rest in the log
         print_error("vgp-train", error, expected=isinstance(error, EXPECTED_ERRORS))
@@ -481,7 +500,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    _hydra_main()
+    run_command("vgp-train", _hydra_main)
 
 
 if __name__ == "__main__":

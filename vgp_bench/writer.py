@@ -20,10 +20,46 @@ class NullWriter:
 
     def add_image(self, *args: Any, **kwargs: Any) -> None: ...
 
+    def add_hparams(self, *args: Any, **kwargs: Any) -> None: ...
+
     def close(self) -> None: ...
 
 
 Writer = SummaryWriter | NullWriter
+TEST_METRICS = ("nll", "bound_nll")  # the test result's numbers TensorBoard shows
+
+
+def hparam_values(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A config's leaves as TensorBoard hyperparameters (numbers, text and flags; the rest as
+    text)."""
+    values: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            values.update(hparam_values(value, f"{name}."))
+        elif isinstance(value, bool | int | float | str):
+            values[name] = value
+        else:
+            values[name] = str(value)
+    return values
+
+
+def write_test_result(
+    writer: Writer, config: dict[str, Any], test: dict[str, Any], step: int
+) -> None:
+    """The test result as scalars (test/nll, test/bound_nll) and, with the run's config, as
+    TensorBoard's hyperparameters table (hparam/test_nll, ...)."""
+    metrics = {
+        name: float(test[name]) for name in TEST_METRICS if isinstance(test.get(name), int | float)
+    }
+    for name, value in metrics.items():
+        writer.add_scalar(f"test/{name}", value, step)
+    writer.add_hparams(
+        hparam_values(config),
+        {f"hparam/test_{name}": value for name, value in metrics.items()},
+        run_name=".",  # the run's own folder, not a new one per call
+        global_step=step,
+    )
 
 
 def write_training_scalars(

@@ -16,7 +16,14 @@ from vgp_bench.report.gaps import gap_table
 from vgp_bench.report.paper import TABLE2_DATASET
 from vgp_bench.report.render import render_csv, render_latex, render_markdown
 from vgp_bench.report.rows import Setting, setting_of
-from vgp_bench.report.runs import DEFAULT_ROOTS, Run, find_run_folders, load_run
+from vgp_bench.report.runs import (
+    DEFAULT_ROOTS,
+    Run,
+    find_run_folders,
+    load_run,
+    one_per_run,
+    one_per_seed,
+)
 from vgp_bench.report.tables import Table, excluded_table, likelihood_table, sketch_table
 
 
@@ -31,10 +38,16 @@ def build_report(
             runs.append(loaded)
         else:
             (diverged if loaded.diverged else excluded).append(loaded)
+    runs, copies = one_per_run(runs)
+    excluded += copies
     by_dataset: dict[str, dict[Setting, list[Run]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
         setting = setting_of(run)
         by_dataset[setting.dataset][setting].append(run)
+    for groups in by_dataset.values():
+        for setting, group in groups.items():
+            groups[setting], reruns = one_per_seed(group)
+            excluded += reruns
     order = sorted(by_dataset, key=lambda name: (name != "mnist", name != TABLE2_DATASET, name))
     tables: list[Table] = []
     for dataset in order:

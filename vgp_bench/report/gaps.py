@@ -64,9 +64,16 @@ GAP_COLUMNS: tuple[tuple[str, str, Callable[[Run], Any]], ...] = (
         "total_correlation",
         lambda run: last_epoch_value(run, "z/total_correlation"),
     ),
-    ("k̂ > 0.7", "pareto_k_above_0_7", lambda run: run.test.pareto_k_above_0_7),
+    ("k̂ > 0.7", "pareto_k_above_0_7", lambda run: pareto_share(run)),
     ("mean k̂", "pareto_k_mean", lambda run: run.test.pareto_k_mean),
 )
+
+
+def pareto_share(run: Run) -> float | None:
+    """The share of examples with k-hat > 0.7; None where k-hat was not computed (older
+    records wrote 0.0 then, beside a null mean)."""
+    test = run.test
+    return None if test.pareto_k_mean is None else test.pareto_k_above_0_7
 
 
 def gap_table(dataset: str, groups: dict[Setting, list[Run]]) -> Table | None:

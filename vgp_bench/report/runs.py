@@ -3,9 +3,10 @@ an Excluded (listed apart, with the reason), through metrics.json's typed record
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from vgp_bench.divergence import divergence_reason, is_finite_number, trivial_nll
+from vgp_bench.lock_state import lock_holder
 from vgp_bench.metrics import (
     Evaluation,
     NotAnObjectError,
@@ -157,6 +159,85 @@ def log_hint(folder: Path) -> str:
     return "it left no log"
 
 
+def run_identity(record: RunRecord) -> str | None:
+    """What makes two folders one run: its `run_id`, or for runs older than that, the record
+    of its progress (history, wall time, seed, code), which no two runs share."""
+    if record.run_id:
+        return str(record.run_id)
+    progress = {key: record.data.get(key) for key in ("history", "seed", "code_version")}
+    if (
+        not is_finite_number(record.wall_time_s)
+        or not record.wall_time_s
+        or not progress["history"]
+    ):
+        return None
+    progress["wall_time_s"] = record.wall_time_s
+    return "progress:" + hashlib.sha256(json.dumps(progress, sort_keys=True).encode()).hexdigest()
+
+
+def furthest_first(runs: Sequence[Run]) -> list[Run]:
+    """Runs ordered by how far they got: most steps, then most evaluations, then folder."""
+    return sorted(
+        runs,
+        key=lambda run: (
+            -int(run.record.steps or 0),
+            -len(run.record.evaluations or []),
+            str(run.folder),
+        ),
+    )
+
+
+def once_each(runs: Sequence[Run], key: Any, why: str) -> tuple[list[Run], list[Excluded]]:
+    """Of runs with one `key(run)` (None: unique), the furthest along is kept; the others
+    come back as skipped, `why` naming the one kept."""
+    groups: dict[Any, list[Run]] = {}
+    kept: list[Run] = []
+    for run in runs:
+        value = key(run)
+        if value is None:
+            kept.append(run)
+        else:
+            groups.setdefault(value, []).append(run)
+    skipped: list[Excluded] = []
+    for group in groups.values():
+        first, *others = furthest_first(group)
+        kept.append(first)
+        skipped += [
+            Excluded(other.folder, "copy", f"{why} {first.folder}: counted once")
+            for other in others
+        ]
+    return sorted(kept, key=lambda run: str(run.folder)), skipped
+
+
+def one_per_run(runs: Sequence[Run]) -> tuple[list[Run], list[Excluded]]:
+    """Each run once: of folders holding one run (a copy, a folder moved aside beside its
+    original) the one furthest along is kept; the others are listed as skipped copies."""
+    return once_each(runs, lambda run: run_identity(run.record), "the same run as")
+
+
+def one_per_seed(runs: Sequence[Run]) -> tuple[list[Run], list[Excluded]]:
+    """Runs of one table row, each seed once (a rerun of a seed is no new seed)."""
+    return once_each(runs, lambda run: run.record.seed, "the same setting and seed as")
+
+
+def unfinished_state(folder: Path, status: str) -> tuple[str, str]:
+    """(status, reason) of a run recorded as running: live while a process holds its lock,
+    else stopped (killed), resumable from its last.pt or restarted by the next start."""
+    holder = lock_holder(folder)
+    if holder is not None:
+        return "running", f"running: {holder} holds its lock"
+    if status == "running" and (folder / "checkpoints" / "last.pt").is_file():
+        return "stopped, resumable", (
+            "its process is gone (killed?): run the same command again to resume from "
+            "checkpoints/last.pt"
+        )
+    if status == "running":
+        return "stopped", (
+            "its process is gone before its first checkpoint: the same command again restarts it"
+        )
+    return status, f"run is {status}, not finished"
+
+
 def load_run(folder: Path, include_diverged: bool = False) -> Run | Excluded:
     """Read one run folder; anything that cannot go into a table comes back as Excluded."""
     if not (folder / "metrics.json").exists():
@@ -174,8 +255,9 @@ def load_run(folder: Path, include_diverged: bool = False) -> Run | Excluded:
         return Excluded(folder, "unreadable", one_line(f"metrics.json: {error}"))
     status = str(record.status if record.has("status") else "unknown")
     if status != "finished":
-        reason = one_line(record.error) if record.error else f"run is {status}, not finished"
-        return Excluded(folder, status, reason)
+        if record.error:
+            return Excluded(folder, status, one_line(record.error))
+        return Excluded(folder, *unfinished_state(folder, status))
     chosen = chosen_evaluation(record.data)
     if chosen is None:
         return Excluded(folder, status, "no test-set evaluation; run vgp-eval on its checkpoint")

@@ -47,10 +47,11 @@ def likelihood_table(dataset: str, groups: dict[Setting, list[Run]], with_paper:
     """Table 1 layout: IS -log p(x) and bound per row, with the paper's number and differences."""
     is_mnist = dataset == "mnist"
     show_paper = with_paper and is_mnist
-    headers = ["method", "seeds", "-log p(x) (IS)", "bound"]
+    headers = ["method", "seeds", "epochs", "-log p(x) (IS)", "bound"]
     if show_paper:
         headers += ["paper (≤)", "Δ IS", "Δ bound"]
     headers += ["data", "S", "K", "test N", "evaluation"]
+    any_not_comparable = False
     settings = sorted(groups, key=sort_key)
     suffixes = distinguishing_suffixes(settings, table2=False)
     rows, any_below = [], False
@@ -67,14 +68,17 @@ def likelihood_table(dataset: str, groups: dict[Setting, list[Run]], with_paper:
         row = [
             label,
             format_seeds(runs),
+            "/".join(sorted({epochs_completed(run) for run in runs}, key=epoch_order)),
             format_estimate(nll, " §" if below else ""),
             format_estimate(bound),
         ]
         if show_paper:
+            mark = "" if paper is None or paper_protocol(runs) else " *"
+            any_not_comparable |= bool(mark)
             row += [
                 MISSING if paper is None else f"{paper:.2f}",
-                format_difference(nll, paper_is),
-                format_difference(bound, paper),
+                format_difference(nll, paper_is) + (mark if paper_is is not None else ""),
+                format_difference(bound, paper) + mark,
             ]
             if paper_is != paper:
                 row[-3] += f" (IS {paper_is:.2f})"
@@ -127,6 +131,12 @@ def likelihood_table(dataset: str, groups: dict[Setting, list[Run]], with_paper:
             "row where it has one, else beside its family's row. DLGM 2hl + VAE has no row in "
             "the paper. Δ = ours - paper (positive: ours is worse)."
         )
+    if any_not_comparable:
+        notes.append(
+            "*: not the paper's protocol (the row's runs were not started from an "
+            "experiment=table1_* or burda_* configuration: another budget or other settings; "
+            "see its epochs): the Δ is not a comparison with the paper."
+        )
     if any_below:
         notes.append(
             "§: in at least one run of this row the IS estimate of log p(x) came out below the "
@@ -144,6 +154,19 @@ def epoch_value(run: Run, epoch: int) -> tuple[float, float | None, bool] | None
     if run.record.epochs_completed == epoch:
         return run.test.data["bound_nll"], run.test.bound_nll_stderr, True
     return None
+
+
+PAPER_EXPERIMENTS = ("table1_", "burda_")  # experiment/ files that set the paper's protocol
+
+
+def paper_protocol(runs: list[Run]) -> bool:
+    """Whether every run of a row used the paper's protocol (an experiment=table1_* or
+    burda_* configuration), so that a difference from the paper compares like with like."""
+    return all(str(run.record.experiment or "").startswith(PAPER_EXPERIMENTS) for run in runs)
+
+
+def epoch_order(text: str) -> tuple[int, str]:
+    return (int(text), "") if text.isdigit() else (-1, text)
 
 
 def epochs_completed(run: Run) -> str:
@@ -288,8 +311,11 @@ def excluded_table(excluded: Sequence[Excluded], diverged: bool = False) -> Tabl
         title = "Diverged runs (not in the tables)"
     else:
         notes = [
-            "Unfinished (running, interrupted), failed, unevaluated or unreadable runs, and "
-            "Hydra run folders without metrics.json."
+            "Unfinished (running: a live process holds its lock; stopped: its process is "
+            "gone, resumable from its last.pt; interrupted), failed, unevaluated or unreadable "
+            "runs, Hydra run folders without metrics.json, and copies: folders holding a run "
+            "already counted (the same run_id, or the same setting and seed), each row "
+            "counting a run and a seed once."
         ]
         title = "Not in the tables"
     return Table(title, ["folder", "status", "error"], rows, notes, name)
