@@ -137,12 +137,12 @@ train_one() {  # name|overrides
   if [[ -f $folder/metrics.json ]] && grep -q '"status": "finished"' "$folder/metrics.json"; then
     echo "study: $name finished already"; return 0
   fi
-  mkdir -p "$folder"
-  echo "study: training $name"
+  mkdir -p "$study_dir"  # the output goes beside the run folder: vgp-train refuses a folder
+  echo "study: training $name"  # that holds other files than a run's
   # shellcheck disable=SC2086
   run_tool vgp-train vgp_bench.train $overrides "trainer.epochs=$epochs" \
     trainer.progress=false "data_dir=$data_dir" "hydra.run.dir=$folder" ${TRAIN_EXTRA:-} \
-    >"$folder/stdout.log" 2>&1 || echo "study: $name stopped (see $folder/stdout.log)"
+    >"$folder.stdout.log" 2>&1 || echo "study: $name stopped (see $folder.stdout.log)"
 }
 eval_one() {  # name|overrides: the test set, once, on the checkpoint chosen by validation
   # (a stopped evaluation resumes after its last finished batch: vgp-eval's journal)
