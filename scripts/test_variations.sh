@@ -19,6 +19,8 @@
 #   aten_default  ATEN_CPU_CAPABILITY=default (torch's own kernels without SIMD dispatch)
 #   seed1         VGP_TEST_SEED=1 (tests/helpers.py's varied_seed: other draws for the tests whose
 #                 claim holds for every draw; statistical tests keep their seeds)
+#   combined      all of threads2, mkl_sse4_2, aten_default and seed1 at once: the one run
+#                 furthest from the default (.ci/run runs it on the numerical tests)
 # The MKL variations act only on a torch built with MKL (BLAS_INFO=mkl); on another BLAS they
 # are skipped with a message. Logs go to $VARIATIONS_DIR (default outputs/test_variations/).
 # Exits 1 if any variation had a failure.
@@ -34,7 +36,9 @@ declare -A settings=(
   [aten_default]="ATEN_CPU_CAPABILITY=default"
   [seed1]="VGP_TEST_SEED=1"
 )
-order=(default threads1 threads2 mkl_sse4_2 mkl_avx2 mkl_avx512 aten_default seed1)
+settings[combined]="${settings[threads2]} ${settings[mkl_sse4_2]} ${settings[aten_default]}"
+settings[combined]+=" ${settings[seed1]}"
+order=(default threads1 threads2 mkl_sse4_2 mkl_avx2 mkl_avx512 aten_default seed1 combined)
 # the settings a variation changes, cleared first so that the caller's environment is no variation
 cleared=(OMP_NUM_THREADS MKL_NUM_THREADS OMP_WAIT_POLICY VGP_TEST_THREADS MKL_ENABLE_INSTRUCTIONS
   MKL_CBWR ATEN_CPU_CAPABILITY VGP_TEST_SEED)
