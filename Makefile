@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 RUN_DIR ?= outputs/default
 
-.PHONY: setup data run test test-all lint format bench gpu-check tensorboard clean
+.PHONY: setup data run test test-all test-variations lint format bench gpu-check tensorboard clean
 
 setup: $(STAMP)
 
@@ -31,6 +31,12 @@ test: setup
 
 test-all: setup
 	$(BIN)/pytest -q -m "slow or not slow"
+
+# the fast suite under each setting that changes float rounding on this machine (threads, MKL's
+# instruction set, torch's CPU capability, another seed) and a table of what failed where;
+# VARIATIONS: some of them (scripts/test_variations.sh --list), e.g. VARIATIONS="threads2 seed1"
+test-variations: setup
+	scripts/test_variations.sh $(VARIATIONS)
 
 lint: setup
 	$(BIN)/ruff check .
