@@ -62,3 +62,34 @@ train_run() {  # name|overrides EXTRA...
   run_tool vgp-train vgp_bench.train $overrides "$@" trainer.progress=false \
     "hydra.run.dir=$folder" >"$folder.stdout.log" 2>&1 || echo "study: $name stopped (see $folder.stdout.log)"
 }
+
+# study_setup NAME: the settings the study scripts share, each overridden by its environment
+# variable: STUDY_DIR (run folders), RESULTS_DIR, JOBS (jobs at once, default 1), DATA_DIR,
+# THREADS (per job, default 1: keep JOBS x THREADS <= the cores)
+study_setup() {
+  study_dir=${STUDY_DIR:-outputs/studies/$1}
+  results_dir=${RESULTS_DIR:-results/$1}
+  jobs=${JOBS:-1}
+  data_dir=${DATA_DIR:-data}
+  threads=${THREADS:-1}
+  export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
+}
+
+# the project's VGP default (configs/inference/vgp.yaml) as overrides of a table1_*_vgp experiment,
+# which otherwise sets the paper's form
+DEFAULT_VGP="inference.prior_mean=identity inference.kernel_variance=0.01"
+DEFAULT_VGP+=" inference.mean_field_scale=tied inference.noise_ratio=0.1 inference.outputs=global"
+
+# select_runs [DEFAULT]: the "name|overrides" lines on stdin whose name matches RUNS (a regex;
+# DEFAULT when RUNS is unset, else every run)
+select_runs() { awk -F'|' -v pattern="${RUNS:-${1:-.}}" '$1 ~ pattern'; }
+
+# run_stage STAGE: the study script's train and report functions, as asked
+run_stage() {
+  case $1 in
+    train) train ;;
+    report) report ;;
+    all) train; report ;;
+    *) echo "usage: $0 train|report|all" >&2; exit 2 ;;
+  esac
+}

@@ -18,14 +18,7 @@
 # a session resumes from its last checkpoint when the script is run again.
 source "$(dirname "$0")/common.sh"
 
-stage=${1:-all}
-study_dir=${STUDY_DIR:-outputs/studies/calibration}
-results_dir=${RESULTS_DIR:-results/calibration}
-jobs=${JOBS:-1}
-data_dir=${DATA_DIR:-data}
-threads=${THREADS:-1}
-export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
-selected=${RUNS:-^burda_dlgm1_vae_s0$}
+study_setup calibration
 
 # name | overrides
 runs() {
@@ -33,9 +26,7 @@ runs() {
   echo "burda_dlgm1_vae_fixed_s0|experiment=burda_dlgm1_vae dataset.binarization=fixed seed=0"
 }
 
-selected_runs() { runs | awk -F'|' -v pattern="$selected" '$1 ~ pattern'; }
-
-train() { selected_runs | train_runs "data_dir=$data_dir"; }
+train() { runs | select_runs "^burda_dlgm1_vae_s0$" | train_runs "data_dir=$data_dir"; }
 
 report() {
   collect_and_report burda_ "$results_dir"
@@ -43,9 +34,4 @@ report() {
   run_python scripts/study_progress.py "$results_dir/runs" >"$results_dir/progress.md"
 }
 
-case $stage in
-  train) train ;;
-  report) report ;;
-  all) train; report ;;
-  *) echo "usage: $0 train|report|all" >&2; exit 2 ;;
-esac
+run_stage "${1:-all}"

@@ -22,19 +22,9 @@
 # last checkpoint when the script is run again.
 source "$(dirname "$0")/common.sh"
 
-stage=${1:-all}
-study_dir=${STUDY_DIR:-outputs/studies/convergence}
-results_dir=${RESULTS_DIR:-results/convergence}
-jobs=${JOBS:-1}
-data_dir=${DATA_DIR:-data}
-threads=${THREADS:-1}
-export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
+study_setup convergence
 stopping="trainer.early_stopping.patience=${PATIENCE:-50}"
 stopping+=" trainer.early_stopping.min_delta=${MIN_DELTA:-0.5} trainer.epochs=${CAP:-1000}"
-
-# the project's VGP default (configs/inference/vgp.yaml) on the Table 1 protocol
-default_vgp="inference.prior_mean=identity inference.kernel_variance=0.01"
-default_vgp+=" inference.mean_field_scale=tied inference.noise_ratio=0.1 inference.outputs=global"
 
 # name | overrides, in the order they train: dlgm2's paper form and its twin first (the longest,
 # and the question the last study left open), then dlgm1
@@ -45,15 +35,13 @@ runs() {
     echo "dlgm2_vgp_paper_affine_s$seed|experiment=table1_dlgm2_vgp inference.warp=linear seed=$seed"
     echo "dlgm2_vae_s$seed|experiment=table1_dlgm2_vae seed=$seed"
     echo "dlgm1_vae_s$seed|experiment=table1_dlgm1_vae seed=$seed"
-    echo "dlgm1_vgp_default_s$seed|experiment=table1_dlgm1_vgp $default_vgp seed=$seed"
-    echo "dlgm1_vgp_linear_s$seed|experiment=table1_dlgm1_vgp $default_vgp inference.warp=linear seed=$seed"
+    echo "dlgm1_vgp_default_s$seed|experiment=table1_dlgm1_vgp $DEFAULT_VGP seed=$seed"
+    echo "dlgm1_vgp_linear_s$seed|experiment=table1_dlgm1_vgp $DEFAULT_VGP inference.warp=linear seed=$seed"
   done
 }
 
-selected_runs() { runs | awk -F'|' -v pattern="${RUNS:-.}" '$1 ~ pattern'; }
-
 # shellcheck disable=SC2086
-train() { selected_runs | train_runs $stopping "data_dir=$data_dir"; }
+train() { runs | select_runs | train_runs $stopping "data_dir=$data_dir"; }
 
 report() {
   collect_and_report dlgm "$results_dir"
@@ -61,9 +49,4 @@ report() {
     >"$results_dir/progress.md"
 }
 
-case $stage in
-  train) train ;;
-  report) report ;;
-  all) train; report ;;
-  *) echo "usage: $0 train|report|all" >&2; exit 2 ;;
-esac
+run_stage "${1:-all}"

@@ -17,30 +17,18 @@
 # jobs of THREADS (default 1) threads each at once; RUNS=regex keeps the matching runs.
 source "$(dirname "$0")/common.sh"
 
-stage=${1:-all}
-study_dir=${STUDY_DIR:-outputs/studies/draw}
-results_dir=${RESULTS_DIR:-results/draw}
-jobs=${JOBS:-1}
-data_dir=${DATA_DIR:-data}
-threads=${THREADS:-1}
-export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
+study_setup draw
 budget="trainer.epochs=${EPOCHS:-10} eval.is_samples=${SAMPLES:-1000} eval.subset=null"
 budget+=" eval.aux_gap_examples=${AUX_GAP_EXAMPLES:-100} trainer.image_every=1"
 
-# the project's VGP default (configs/inference/vgp.yaml) in place of the paper's form
-default_vgp="inference.prior_mean=identity inference.kernel_variance=0.01"
-default_vgp+=" inference.mean_field_scale=tied inference.noise_ratio=0.1 inference.outputs=global"
-
 runs() {
   echo "draw_vae_s0|experiment=table1_draw_vae seed=0"
-  echo "draw_vgp_default_s0|experiment=table1_draw_vgp $default_vgp seed=0"
+  echo "draw_vgp_default_s0|experiment=table1_draw_vgp $DEFAULT_VGP seed=0"
   if [[ ${PAPER:-0} == 1 ]]; then echo "draw_vgp_paper_s0|experiment=table1_draw_vgp seed=0"; fi
 }
 
-selected_runs() { runs | awk -F'|' -v pattern="${RUNS:-.}" '$1 ~ pattern'; }
-
 # shellcheck disable=SC2086
-train() { selected_runs | train_runs $budget "data_dir=$data_dir"; }
+train() { runs | select_runs | train_runs $budget "data_dir=$data_dir"; }
 
 report() {
   collect_and_report draw_ "$results_dir"
@@ -56,9 +44,4 @@ report() {
     >"$results_dir/progress.md"
 }
 
-case $stage in
-  train) train ;;
-  report) report ;;
-  all) train; report ;;
-  *) echo "usage: $0 train|report|all" >&2; exit 2 ;;
-esac
+run_stage "${1:-all}"
