@@ -77,18 +77,12 @@ def schedule_factor(cfg: DictConfig, data: DatasetBundle) -> Callable[[int], flo
     settings = {key: value for key, value in node.items() if not str(key).startswith("_")}
     settings.pop("name", None)
     function = get_method(str(node["_target_"]))
-    return functools.partial(function, **settings, **epoch_length(cfg, data))
-
-
-def epoch_length(cfg: DictConfig, data: DatasetBundle) -> dict[str, int]:
-    """`steps_per_epoch` for a schedule whose factor counts epochs (its config leaves it out:
-    it follows from the training split and the batch size)."""
-    target = get_method(str(cfg.optim.schedule._target_))
-    if "steps_per_epoch" not in inspect.signature(target).parameters:
-        return {}
-    trainer = cfg.trainer
-    steps = data.train.batch_count(int(trainer.batch_size), bool(trainer.drop_last))
-    return {"steps_per_epoch": steps}
+    if "steps_per_epoch" in inspect.signature(function).parameters:
+        # a factor that counts epochs: its length follows from the training split and batch
+        trainer = cfg.trainer
+        batch_size, drop_last = int(trainer.batch_size), bool(trainer.drop_last)
+        settings["steps_per_epoch"] = data.train.batch_count(batch_size, drop_last)
+    return functools.partial(function, **settings)
 
 
 def checkpoint_config(
