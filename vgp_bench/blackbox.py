@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from vgp_bench.estimators import chunked_estimate
 from vgp_bench.inference.base import SiteSample, SiteSpec, VariationalHead
+from vgp_bench.inference.vgp import VGPHead
 from vgp_bench.nonfinite import NonFinitePolicy, SkippedSteps, gradient_norm
 from vgp_bench.runtime import CONFIG_DIR, build
 
@@ -160,10 +161,8 @@ def fit(
     with torch.random.fork_rng(devices=[]):  # parameter initialization from `seed` only
         torch.manual_seed(seed)
         head = build_head(family, dim, **options)
-    if family == "vgp" and identity_start is not None:
-        start = getattr(head, "start_as_identity_warp", None)
-        if start is not None:
-            start(identity_start)
+    if isinstance(head, VGPHead) and identity_start is not None:
+        head.start_as_identity_warp(identity_start)
     fitted = FittedFamily(
         family=family,
         head=head,

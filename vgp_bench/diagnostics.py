@@ -9,8 +9,8 @@ whose code knows about it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import torch
@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from vgp_bench.data.base import ImageSplit
-from vgp_bench.inference.base import SiteSample
+from vgp_bench.inference.base import LogJoint, SiteSample, VariationalHead
 from vgp_bench.models.base import LatentVariableModel
 
 
@@ -35,20 +35,25 @@ def evaluation_mode(*modules: nn.Module) -> Iterator[None]:
             module.train(mode)
 
 
-class _RecordingHead(nn.Module):
-    """Delegates to `head`, keeping the first context it is called with."""
+class RecordingHead(nn.Module):
+    """Delegates to `head`, handing each call's context and draw to `record`: statistics on the
+    contexts and draws a model makes, which no model's code knows about."""
 
-    def __init__(self, head: nn.Module) -> None:
+    def __init__(self, head: VariationalHead, record: Callable[[Tensor, SiteSample], None]) -> None:
         super().__init__()
         self.head = head
-        self.context: Tensor | None = None
+        self.record = record
 
     def forward(
-        self, context: Tensor, n_samples: int, generator: Any = None, **site: Any
+        self,
+        context: Tensor,
+        n_samples: int,
+        generator: torch.Generator | None = None,
+        log_joint: LogJoint | None = None,
     ) -> SiteSample:
-        if self.context is None:
-            self.context = context.detach()
-        return self.head(context, n_samples, generator, **site)
+        sample = self.head(context, n_samples, generator, log_joint=log_joint)
+        self.record(context, sample)
+        return sample
 
 
 @torch.no_grad()
@@ -60,17 +65,24 @@ def head_diagnostics(
     n_draws: int = 256,
 ) -> dict[str, float]:
     """`{site/statistic: value}` for every head with diagnostics, on the contexts of `x`."""
-    if not any(hasattr(head, "diagnostics") for head in heads.values()):
+    if not any(head.has_diagnostics for head in heads.values()):
         return {}
-    recorders = nn.ModuleDict({name: _RecordingHead(head) for name, head in heads.items()})
+    contexts: dict[str, Tensor] = {}  # the first context each site receives
+
+    def first_context(name: str) -> Callable[[Tensor, SiteSample], None]:
+        return lambda context, _: contexts.setdefault(name, context.detach())
+
+    recorders = nn.ModuleDict(
+        {name: RecordingHead(head, first_context(name)) for name, head in heads.items()}
+    )
     results: dict[str, float] = {}
     with evaluation_mode(model, heads):
         model(x, recorders, 1, generator)
-        for name, recorder in recorders.items():
-            head = recorder.head
-            if recorder.context is None or not hasattr(head, "diagnostics"):
+        for name, context in contexts.items():
+            head = heads[name]
+            if not head.has_diagnostics:
                 continue
-            for statistic, value in head.diagnostics(recorder.context, n_draws, generator).items():
+            for statistic, value in head.diagnostics(context, n_draws, generator).items():
                 results[f"{name}/{statistic}"] = value
     return results
 
@@ -94,10 +106,9 @@ def auxiliary_gap(
     example; their difference is what a better r could still gain (docs/design.md, section 5.1).
     Empty for families without an auxiliary model.
     """
-    weighted = [head for head in heads.values() if hasattr(head, "aux_samples")]
+    weighted = [head for head in heads.values() if head.has_auxiliary_samples]
     if not weighted or aux_samples < 1 or len(split) == 0:
         return {}
-    saved = [head.aux_samples for head in weighted]
     bounds: dict[int, list[Tensor]] = {0: [], aux_samples: []}
     bar = tqdm(
         total=len(split),
@@ -107,19 +118,16 @@ def auxiliary_gap(
         leave=False,
         dynamic_ncols=True,
     )
-    try:
-        with bar, evaluation_mode(model, heads):
-            for x in split.batches(batch_size, generator=generator):
-                x = x.to(device)
-                for count in bounds:
+    with bar, evaluation_mode(model, heads):
+        for x in split.batches(batch_size, generator=generator):
+            x = x.to(device)
+            for count in bounds:
+                with ExitStack() as stack:
                     for head in weighted:
-                        head.aux_samples = count
+                        stack.enter_context(head.auxiliary_samples(count))
                     log_weights = model(x, heads, draws, generator).log_weights  # [draws, B]
-                    bounds[count].append(log_weights.double().mean(0).cpu())
-                bar.update(x.shape[0])
-    finally:
-        for head, count in zip(weighted, saved, strict=True):
-            head.aux_samples = count
+                bounds[count].append(log_weights.double().mean(0).cpu())
+            bar.update(x.shape[0])
     at_zero, at_k = torch.cat(bounds[0]), torch.cat(bounds[aux_samples])
     difference = at_k - at_zero
     return {

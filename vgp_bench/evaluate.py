@@ -223,7 +223,7 @@ def evaluate_components(
     weights = {
         name: head.evaluation_weight
         for name, head in parts.heads.items()
-        if hasattr(head, "evaluation_weight")
+        if head.evaluation_weight is not None
     }
     if weights:
         evaluation.weight = weights
@@ -254,7 +254,7 @@ AUX_GAP_MINIMUM = 20  # fewer examples than this: no auxiliary gap (its error wo
 
 def has_auxiliary_model(heads: nn.ModuleDict) -> bool:
     """Whether a family has an auxiliary model whose gap the final evaluation measures."""
-    return any(hasattr(head, "aux_samples") for head in heads.values())
+    return any(head.has_auxiliary_samples for head in heads.values())
 
 
 def aux_gap_examples(eval_cfg: DictConfig, trained_examples: int | None) -> tuple[int, str | None]:

@@ -30,6 +30,7 @@ from vgp_bench.build import checkpoint_config, components_from_checkpoint
 from vgp_bench.checkpoint import load_checkpoint
 from vgp_bench.data.store import atomic_write
 from vgp_bench.evaluate import estimate_split
+from vgp_bench.models.dlgm import DLGM
 from vgp_bench.runtime import ConfigError, make_generator
 
 DEFAULT_FAMILIES = ("mean_field", "vgp", "planar_flow")
@@ -65,7 +66,7 @@ class ImageResult:
 
 def posterior_log_density(model: torch.nn.Module, pixels: Tensor) -> Callable[[Tensor], Tensor]:
     """z `[n, D]` -> log p(x, z) `[n]` for one image's pixels `[1, P]` under a DLGM."""
-    if not hasattr(model, "log_joint_terms"):
+    if not isinstance(model, DLGM):
         raise ConfigError(
             f"the local gap needs a model with log p(x, z) in closed form (dlgm1, dlgm2), "
             f"not {type(model).__name__}"

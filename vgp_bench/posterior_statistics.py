@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,37 +33,14 @@ from vgp_bench.build import checkpoint_config, components_from_checkpoint
 from vgp_bench.checkpoint import load_checkpoint
 from vgp_bench.data.base import ImageSplit
 from vgp_bench.data.store import atomic_write
-from vgp_bench.diagnostics import evaluation_mode, head_diagnostics
+from vgp_bench.diagnostics import RecordingHead, evaluation_mode, head_diagnostics
 from vgp_bench.evaluate import run_folder_of
 from vgp_bench.failures import USER_ERRORS
-from vgp_bench.inference.base import LogJoint, SiteSample
+from vgp_bench.inference.base import SiteSample
 from vgp_bench.models.base import LatentVariableModel
 from vgp_bench.runtime import ConfigError, make_generator
 
 ACTIVITY_THRESHOLD = 0.01  # Burda et al. (2016): a unit is active when Cov_x(E[u | x]) > 0.01
-
-
-class _MomentRecordingHead(nn.Module):
-    """Delegates to `head`, keeping the mean and variance over the draws of each z it returns."""
-
-    def __init__(self, head: nn.Module) -> None:
-        super().__init__()
-        self.head = head
-        self.means: list[Tensor] = []  # one [B, D] per call
-        self.variances: list[Tensor] = []
-
-    def forward(
-        self,
-        context: Tensor,
-        n_samples: int,
-        generator: torch.Generator | None = None,
-        log_joint: LogJoint | None = None,
-    ) -> SiteSample:
-        sample = self.head(context, n_samples, generator, log_joint=log_joint)
-        z = sample.z.detach().double()  # [S, B, D]
-        self.means.append(z.mean(0))
-        self.variances.append(z.var(0))
-        return sample
 
 
 @torch.no_grad()
@@ -86,17 +63,28 @@ def posterior_moments(
         raise ValueError(f"draws={draws}: the variance of the draws needs at least 2")
     if len(split) < 2:
         raise ValueError(f"{len(split)} image(s): a variance over images needs at least 2")
-    recorders = nn.ModuleDict({name: _MomentRecordingHead(head) for name, head in heads.items()})
+    calls: dict[str, list[tuple[Tensor, Tensor]]] = {name: [] for name in heads}  # this batch's
+
+    def moments(name: str) -> Callable[[Tensor, SiteSample], None]:
+        def record(context: Tensor, sample: SiteSample) -> None:
+            z = sample.z.detach().double()  # [S, B, D]
+            calls[name].append((z.mean(0), z.var(0)))
+
+        return record
+
+    recorders = nn.ModuleDict(
+        {name: RecordingHead(head, moments(name)) for name, head in heads.items()}
+    )
     means: dict[str, list[Tensor]] = {name: [] for name in heads}
     variances: dict[str, list[Tensor]] = {name: [] for name in heads}
     with evaluation_mode(model, heads):  # the recorders wrap `heads`: no mode of their own
         for x in split.batches(batch_size, generator=binarization):
             model(x.to(device), recorders, draws, generator)
-            for name, recorder in recorders.items():
-                if recorder.means:
-                    means[name].append(torch.stack(recorder.means).cpu())  # [calls, B, D]
-                    variances[name].append(torch.stack(recorder.variances).cpu())
-                recorder.means, recorder.variances = [], []
+            for name, drawn in calls.items():
+                if drawn:
+                    means[name].append(torch.stack([m for m, _ in drawn]).cpu())  # [calls, B, D]
+                    variances[name].append(torch.stack([v for _, v in drawn]).cpu())
+                drawn.clear()
     undrawn = [name for name in heads if not means[name]]
     if undrawn:
         raise ConfigError(f"the model never drew sites {undrawn}: nothing to measure there")

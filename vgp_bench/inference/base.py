@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -62,6 +63,28 @@ class VariationalHead(nn.Module, ABC):
         generator: torch.Generator | None = None,
         log_joint: LogJoint | None = None,
     ) -> SiteSample: ...
+
+    # optional capabilities, each with its default; a family that has one overrides it
+    has_diagnostics: bool = False  # `diagnostics` summarizes how the family uses its freedom
+    has_auxiliary_samples: bool = False  # `auxiliary_samples(K)` sets the r samples of log q~
+
+    @property
+    def evaluation_weight(self) -> str | None:
+        """Which importance weight evaluation uses, when the family has a choice (metrics.json)."""
+        return None
+
+    def diagnostics(
+        self, context: Tensor, n_draws: int, generator: torch.Generator | None = None
+    ) -> dict[str, float]:
+        """`{statistic: value}` of the family on a context `[B, C]` (none by default)."""
+        return {}
+
+    @contextmanager
+    def auxiliary_samples(self, count: int) -> Iterator[None]:
+        """Within the block, log q~ uses `count` auxiliary importance samples (families with an
+        auxiliary model r; the others have none to set)."""
+        raise NotImplementedError(f"{type(self).__name__} has no auxiliary samples")
+        yield  # pragma: no cover
 
     def sampler(self, context: Tensor) -> SiteSampler:
         """Draws for one `[B, C]` context, chunk after chunk: `sampler(S, generator, log_joint)`

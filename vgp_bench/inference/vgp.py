@@ -22,7 +22,8 @@ log (1/(K+1)) sum_k q(z, psi_k) / r(psi_k | x, z), psi_0 the draw that made z an
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 from torch import Tensor, nn
@@ -250,8 +251,20 @@ class VGPHead(VariationalHead):
             min_scale,
         )
 
+    has_diagnostics = True
+    has_auxiliary_samples = True
+
+    @contextmanager
+    def auxiliary_samples(self, count: int) -> Iterator[None]:
+        """Within the block, log q~ is importance-weighted over `count` samples of r (K)."""
+        saved, self.aux_samples = self.aux_samples, int(count)
+        try:
+            yield
+        finally:
+            self.aux_samples = saved
+
     @property
-    def evaluation_weight(self) -> str:
+    def evaluation_weight(self) -> str | None:
         """Which importance weight evaluation uses (recorded in metrics.json)."""
         if self.objective == "paper":
             return "collapsed (paper-trained head, its own r(xi | x, z)); E[w] = p(x)"
