@@ -1,7 +1,7 @@
 """Packaging beyond setup.cfg: the top-level configs/ ship in the wheel as vgp_bench/configs.
 
 configs/ stays at the top of the repository; setuptools maps it into the package, so an
-installed vgp-bench finds its configs without a checkout (vgp_bench.runtime.CONFIG_DIR).
+installed vgp-bench finds its configs without a checkout (vgp_bench.locations.CONFIG_DIR).
 """
 
 from setuptools import find_namespace_packages, find_packages, setup

@@ -29,9 +29,9 @@ import torch
 from tqdm import tqdm
 
 from vgp_bench.benchmarks import floors, plain_vae
-from vgp_bench.evaluate import estimate_split
-from vgp_bench.runtime import code_version, compose_config, make_generator
-from vgp_bench.train import NullWriter, Trainer, build_components
+from vgp_bench.run.evaluate import estimate_split
+from vgp_bench.run.runtime import code_version, compose_config, make_generator
+from vgp_bench.run.train import NullWriter, Trainer, build_components
 
 REPO = Path(__file__).resolve().parent.parent
 TINY_SIZES = False  # set by --tiny

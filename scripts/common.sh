@@ -31,9 +31,9 @@ collect_and_report() {
     mkdir -p "$results/runs/$name"
     cp "$folder/metrics.json" "$folder/config.yaml" "$results/runs/$name/"
   done
-  run_tool vgp-report vgp_bench.report "$results/runs" --curves "$results/valid_curves.png" \
+  run_tool vgp-report vgp_bench.analysis.report "$results/runs" --curves "$results/valid_curves.png" \
     >"$results/table.md"
-  run_tool vgp-report vgp_bench.report "$results/runs" --format csv >"$results/table.csv"
+  run_tool vgp-report vgp_bench.analysis.report "$results/runs" --format csv >"$results/table.csv"
   cat "$results/table.md"
 }
 
@@ -59,7 +59,7 @@ train_run() {  # name|overrides EXTRA...
   fi
   echo "study: training $name in $folder"
   # shellcheck disable=SC2086
-  run_tool vgp-train vgp_bench.train $overrides "$@" trainer.progress=false \
+  run_tool vgp-train vgp_bench.run.train $overrides "$@" trainer.progress=false \
     "hydra.run.dir=$folder" >"$folder.stdout.log" 2>&1 || echo "study: $name stopped (see $folder.stdout.log)"
 }
 

@@ -155,7 +155,7 @@ def bench(cuda: bool, smoke: bool, out_dir: Path, timeout: int) -> dict[str, Any
 
 
 def train_command(overrides: list[str]) -> list[str]:
-    return [sys.executable, "-m", "vgp_bench.train", *overrides]
+    return [sys.executable, "-m", "vgp_bench.run.train", *overrides]
 
 
 def short_epochs(
@@ -218,7 +218,7 @@ def evaluation(
     command = [
         sys.executable,
         "-m",
-        "vgp_bench.evaluate",
+        "vgp_bench.run.evaluate",
         f"checkpoint={checkpoint}",
         f"eval.is_samples={samples}",
         f"eval.subset={subset}",
@@ -247,7 +247,7 @@ def torchrun(backend: str, device: str, out_dir: Path, timeout: int) -> dict[str
         "--standalone",
         "--nproc_per_node=1",
         "-m",
-        "vgp_bench.train",
+        "vgp_bench.run.train",
         *TINY_RUN,
         *TINY_MODEL["dlgm1"],
         "inference=vgp",

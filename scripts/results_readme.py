@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from vgp_bench.report.runs import chosen_evaluation
+from vgp_bench.analysis.report.runs import chosen_evaluation
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"

@@ -140,7 +140,7 @@ train_one() {  # name|overrides
   mkdir -p "$study_dir"  # the output goes beside the run folder: vgp-train refuses a folder
   echo "study: training $name"  # that holds other files than a run's
   # shellcheck disable=SC2086
-  run_tool vgp-train vgp_bench.train $overrides "trainer.epochs=$epochs" \
+  run_tool vgp-train vgp_bench.run.train $overrides "trainer.epochs=$epochs" \
     trainer.progress=false "data_dir=$data_dir" "hydra.run.dir=$folder" ${TRAIN_EXTRA:-} \
     >"$folder.stdout.log" 2>&1 || echo "study: $name stopped (see $folder.stdout.log)"
 }
@@ -155,12 +155,12 @@ eval_one() {  # name|overrides: the test set, once, on the checkpoint chosen by 
     echo "study: $name evaluated already"; return 0
   fi
   echo "study: evaluating $name"
-  run_tool vgp-eval vgp_bench.evaluate "checkpoint=$folder/checkpoints/best.pt" \
+  run_tool vgp-eval vgp_bench.run.evaluate "checkpoint=$folder/checkpoints/best.pt" \
     eval.is_samples=5000 eval.subset=null "data_dir=$data_dir" \
     >>"$folder/eval.log" 2>&1 || echo "study: evaluating $name stopped (see $folder/eval.log)"
 }
 # measure_finished RESULTS: the best checkpoints of the finished runs among the lines
-# (name|overrides) on stdin, by vgp_bench.posterior_statistics (validation images only), into
+# (name|overrides) on stdin, by vgp_bench.analysis.posterior_statistics (validation images only), into
 # RESULTS/posterior_statistics.{md,json}, both written only when every run was measured (with
 # RUNS set, merged into them: the other runs' numbers stay); returns 3 when none is finished
 measure_finished() {
@@ -179,7 +179,7 @@ measure_finished() {
   fi
   mkdir -p "$results"
   [[ -x $python ]] || python=python3
-  $python -m vgp_bench.posterior_statistics "${checkpoints[@]}" --data-dir "$data_dir" \
+  $python -m vgp_bench.analysis.posterior_statistics "${checkpoints[@]}" --data-dir "$data_dir" \
     --out "$results/posterior_statistics.json" --markdown "$results/posterior_statistics.md" \
     ${RUNS:+--merge}
 }
@@ -213,7 +213,7 @@ case $stage in
     local_results=${LOCAL_RESULTS_DIR:-results/local_gap}
     mkdir -p "$local_results"
     python=.venv/bin/python; [[ -x $python ]] || python=python3
-    $python -m vgp_bench.local_gap \
+    $python -m vgp_bench.analysis.local_gap \
       "${FIXED_DECODER:-$study_dir/dlgm1_vae_s0/checkpoints/best.pt}" \
       --images "${LOCAL_IMAGES:-10}" --steps "${LOCAL_STEPS:-2000}" --data-dir "$data_dir" \
       --out "$local_results/local_gap.json" 2>"$local_results/local_gap.log" \

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from vgp_bench.runtime import compose_config
+from vgp_bench.run.runtime import compose_config
 
 __all__ = [
     "CONFIG_DIR",

@@ -12,8 +12,8 @@ import torch
 from PIL import Image
 
 from vgp_bench.blackbox import fit
-from vgp_bench.blackbox_cli import run
-from vgp_bench.runtime import build, compose_config
+from vgp_bench.blackbox.cli import run
+from vgp_bench.run.runtime import build, compose_config
 from vgp_bench.targets import (
     TARGETS,
     Banana,

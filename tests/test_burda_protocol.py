@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from tests.helpers import TINY, compose_config
-from vgp_bench.build import build_components
 from vgp_bench.data.base import ImageSplit
 from vgp_bench.distributions import positive_scale
 from vgp_bench.inference.mean_field import MeanFieldHead
 from vgp_bench.models.dlgm import DLGM
 from vgp_bench.optimizers import BurdaAdam
+from vgp_bench.run.build import build_components
 from vgp_bench.schedules import burda_stages, stage_of_epoch, total_stage_epochs
 
 

@@ -15,8 +15,8 @@ from omegaconf import OmegaConf
 from tests.helpers import CONFIG_DIR, compose_config
 from vgp_bench.estimators import bound, importance_weighted_log_likelihood, training_bound
 from vgp_bench.inference.base import build_heads
-from vgp_bench.runtime import build
-from vgp_bench.train import train
+from vgp_bench.run.runtime import build
+from vgp_bench.run.train import train
 
 X_SHAPE = (1, 8, 8)
 TINY_MODEL = {

@@ -21,7 +21,8 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from vgp_bench.data import cli, mnist, mnist_sources
-from vgp_bench.data.base import CorruptDataError, MissingDataError, bernoulli_binarize
+from vgp_bench.data.base import bernoulli_binarize
+from vgp_bench.errors import CorruptDataError, MissingDataError
 
 SIZES = {"train": 12, "valid": 4, "test": 5}
 REPO_ROOT = Path(__file__).resolve().parents[1]

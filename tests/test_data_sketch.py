@@ -19,7 +19,6 @@ from omegaconf import OmegaConf
 
 from tests.helpers import compose_config
 from tests.sketch_fixture import write_sketch_tree, write_sketch_zip
-from vgp_bench.data.base import CorruptDataError, MissingDataError
 from vgp_bench.data.sketch import default_dilation, load_sketch, output_path
 from vgp_bench.data.sketch_convert import (
     CorruptImagesError,
@@ -32,7 +31,8 @@ from vgp_bench.data.sketch_convert import (
     split_category,
     stroke_mask,
 )
-from vgp_bench.train import train
+from vgp_bench.errors import CorruptDataError, MissingDataError
+from vgp_bench.run.train import train
 
 REPO = Path(__file__).resolve().parents[1]
 CATEGORIES, PER_CATEGORY, SIZE = 3, 10, 256

@@ -11,12 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from vgp_bench.data.base import CorruptDataError, ImageSplit, first_images
+from vgp_bench.data.base import ImageSplit, first_images
 from vgp_bench.data.mnist import SPLITS, SplitArrays, read_mnist_h5
 from vgp_bench.data.mnist_convert import write_mnist_h5
 from vgp_bench.data.sketch_convert import is_converted, write_hdf5
-from vgp_bench.data.store import atomic_file, existing_file_state, plain_attrs
+from vgp_bench.data.store import existing_file_state, plain_attrs
 from vgp_bench.data.synthetic import load_synthetic
+from vgp_bench.errors import CorruptDataError
+from vgp_bench.files import atomic_file
 
 
 def tiny_mnist_splits() -> dict[str, SplitArrays]:

@@ -16,12 +16,13 @@ import torch
 from omegaconf import OmegaConf
 
 from tests.helpers import TINY, compose_config
-from vgp_bench.checkpoint import load_checkpoint
-from vgp_bench.compilation import compile_mode
-from vgp_bench.distributed import DistributedContext
+from vgp_bench.errors import ConfigError
 from vgp_bench.gp import cholesky_with_jitter
-from vgp_bench.runtime import ConfigError, limit_gpu_memory, resolve_device
-from vgp_bench.train import (
+from vgp_bench.run.checkpoint import load_checkpoint
+from vgp_bench.run.compilation import compile_mode
+from vgp_bench.run.distributed import DistributedContext
+from vgp_bench.run.runtime import limit_gpu_memory, resolve_device
+from vgp_bench.run.train import (
     Trainer,
     build_components,
     evaluate_components,

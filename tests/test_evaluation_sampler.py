@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from tests.helpers import compose_config
-from vgp_bench.build import build_components
-from vgp_bench.evaluate import estimate_split
 from vgp_bench.inference.vgp import VGPHead
 from vgp_bench.models.base import LatentVariableModel
+from vgp_bench.run.build import build_components
+from vgp_bench.run.evaluate import estimate_split
 
 TINY_DATA = [
     "dataset=synthetic",

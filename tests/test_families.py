@@ -20,7 +20,7 @@ from vgp_bench.inference.base import SiteSpec, build_heads
 from vgp_bench.inference.hvi import HVIHead, leapfrog_trajectory
 from vgp_bench.inference.mean_field import MeanFieldHead
 from vgp_bench.inference.planar_flow import PlanarFlowHead, constrained_direction, planar_map
-from vgp_bench.step import BoundObjective
+from vgp_bench.run.step import BoundObjective
 
 FAMILIES = {
     "planar_flow": partial(PlanarFlowHead, flow_length=4),
@@ -352,7 +352,7 @@ def test_dlgm_offers_log_joint_equal_to_its_trace(latent_dims, hidden_dims) -> N
 def test_validation_bound_is_the_training_objective(objective, expected, tmp_path, monkeypatch):
     # IWAE's validation bound is the IS estimate with valid_samples = k, not the ELBO
     from tests.helpers import TINY, compose_config
-    from vgp_bench import train
+    from vgp_bench.run import train
 
     cfg = compose_config([*TINY, f"trainer.objective={objective}", "trainer.image_every=0"])
     trainer = train.Trainer(cfg, tmp_path, train.build_components(cfg))

@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from tests.helpers import REPO, project_files
-from vgp_bench.failures import NonFiniteTrainingError
-from vgp_bench.nonfinite import NonFinitePolicy, SkippedSteps
+from vgp_bench.errors import NonFiniteTrainingError
+from vgp_bench.run.nonfinite import NonFinitePolicy, SkippedSteps
 
 PACKAGE = REPO / "vgp_bench"
 
@@ -57,12 +57,15 @@ def test_no_module_imports_itself_through_others() -> None:
 
 def test_evaluation_and_the_report_never_import_training() -> None:
     graph = import_graph()
-    assert "vgp_bench.train" not in reachable(graph, "vgp_bench.evaluate")
-    assert "vgp_bench.train" not in reachable(graph, "vgp_bench.report")
+    assert "vgp_bench.run.train" not in reachable(graph, "vgp_bench.run.evaluate")
+    assert "vgp_bench.run.train" not in reachable(graph, "vgp_bench.analysis.report")
 
 
 def test_the_report_imports_neither_torch_nor_hydra() -> None:
-    code = "import sys, vgp_bench.report; print(sorted({'torch', 'hydra'} & set(sys.modules)))"
+    code = (
+        "import sys, vgp_bench.analysis.report; "
+        "print(sorted({'torch', 'hydra'} & set(sys.modules)))"
+    )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
     )

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import TINY, compose_config
-from vgp_bench import local_gap
-from vgp_bench.train import train
+from vgp_bench.analysis import local_gap
+from vgp_bench.run.train import train
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import REPO
-from vgp_bench.checkpoint import RunState
-from vgp_bench.metrics import (
+from vgp_bench.run.checkpoint import RunState
+from vgp_bench.run.metrics import (
     EpochRecord,
     Evaluation,
     NotAnObjectError,

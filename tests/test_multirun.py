@@ -16,7 +16,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from tests.helpers import compose_config
-from vgp_bench import report
+from vgp_bench.analysis import report
 
 REPO = Path(__file__).resolve().parent.parent
 LAUNCHERS = REPO / "configs" / "hydra" / "launcher"
@@ -134,7 +134,7 @@ TINY = [
 
 def run_sweep(*overrides: str) -> None:
     """`vgp-train -m OVERRIDES` through the real entry point, one thread; it must succeed."""
-    command = [sys.executable, "-m", "vgp_bench.train", "-m", *overrides]
+    command = [sys.executable, "-m", "vgp_bench.run.train", "-m", *overrides]
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     finished = subprocess.run(
         command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=600

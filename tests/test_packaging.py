@@ -94,10 +94,11 @@ def test_the_installed_wheel_runs_outside_the_checkout(wheel: Path, tmp_path: Pa
     assert "inference: hvi, planar_flow, vae, vgp" in helps["vgp-train"]
     code = (
         "import vgp_bench, torch\n"
-        "from vgp_bench import blackbox, runtime\n"
+        "from vgp_bench import blackbox, locations\n"
+        "from vgp_bench.run import runtime\n"
         "print(vgp_bench.__file__)\n"
-        "print(runtime.CONFIG_DIR)\n"
-        "print(runtime.checkout_root(), runtime.code_version())\n"
+        "print(locations.CONFIG_DIR)\n"
+        "print(locations.checkout_root(), runtime.code_version())\n"
         "print(' '.join(blackbox.families()))\n"
         "fitted = blackbox.fit(lambda z: -0.5 * z.pow(2).sum(-1), 2, steps=3,\n"
         "                      samples_per_step=8)\n"

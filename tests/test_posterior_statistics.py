@@ -10,17 +10,18 @@ import torch
 
 from tests.helpers import TINY, compose_config
 from tests.test_contract import TINY_INFERENCE, TINY_MODEL
-from vgp_bench import posterior_statistics
-from vgp_bench.build import checkpoint_config, components_from_checkpoint
-from vgp_bench.checkpoint import load_checkpoint
-from vgp_bench.distributions import positive_scale
-from vgp_bench.posterior_statistics import (
+from vgp_bench.analysis import posterior_statistics
+from vgp_bench.analysis.posterior_statistics import (
     coordinate_activity,
     group_statistics,
     posterior_moments,
 )
-from vgp_bench.runtime import ConfigError, make_generator
-from vgp_bench.train import train
+from vgp_bench.distributions import positive_scale
+from vgp_bench.errors import ConfigError
+from vgp_bench.run.build import checkpoint_config, components_from_checkpoint
+from vgp_bench.run.checkpoint import load_checkpoint
+from vgp_bench.run.runtime import make_generator
+from vgp_bench.run.train import train
 
 TWO_LAYERS = [
     *[option for option in TINY if not option.startswith("model.")],

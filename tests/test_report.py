@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from vgp_bench import report
+from vgp_bench.analysis import report
 
 
 def write_run(
@@ -525,7 +525,7 @@ def test_curves_draw_a_panel_per_model_and_a_distinct_style_per_row(tmp_path: Pa
 
 def test_distinct_styles_never_repeat_a_colour_and_dash_pair() -> None:
     """Past the palette's length the dash pattern moves on, so pairs stay unique."""
-    from vgp_bench.plots import COLOURS, DASHES, distinct_styles
+    from vgp_bench.analysis.plots import COLOURS, DASHES, distinct_styles
 
     count = len(COLOURS) * len(DASHES)
     styles = distinct_styles([f"row {i}" for i in range(count)])

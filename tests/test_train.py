@@ -15,8 +15,9 @@ import torch
 from hydra.errors import ConfigCompositionException
 
 from tests.helpers import REPO, TINY, compose_config
-from vgp_bench.checkpoint import load_checkpoint, save_checkpoint
-from vgp_bench.train import NonFiniteTrainingError, Trainer, build_components, train
+from vgp_bench.errors import NonFiniteTrainingError
+from vgp_bench.run.checkpoint import load_checkpoint, save_checkpoint
+from vgp_bench.run.train import Trainer, build_components, train
 
 
 def parameters_of(run_dir: Path) -> dict[str, torch.Tensor]:
@@ -129,7 +130,7 @@ def test_nonfinite_bounds_are_skipped_then_stop_the_run(tmp_path: Path) -> None:
 def train_command() -> list[str]:
     """The installed `vgp-train` console script (as users run it), else `python -m`."""
     script = Path(sys.executable).parent / "vgp-train"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "vgp_bench.train"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "vgp_bench.run.train"]
 
 
 def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -185,7 +186,7 @@ def test_sigterm_checkpoints_and_resume_matches_an_uninterrupted_run(tmp_path: P
         [
             sys.executable,
             "-m",
-            "vgp_bench.train",
+            "vgp_bench.run.train",
             *common,
             f"hydra.run.dir={interrupted}",
             "trainer.log_every=1",
@@ -267,7 +268,7 @@ def test_vgp_eval_re_evaluates_a_checkpoint(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     train(compose_config([*TINY, "eval.at_end=false", "trainer.max_steps=2"]), run_dir)
     script = Path(sys.executable).parent / "vgp-eval"
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "vgp_bench.evaluate"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "vgp_bench.run.evaluate"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(
         [

@@ -19,21 +19,21 @@ import torch
 from omegaconf import OmegaConf
 
 from tests.helpers import REPO, TINY, compose_config
-from vgp_bench import report
-from vgp_bench import run_folder as run_folder_module
-from vgp_bench import train as train_module
-from vgp_bench.blackbox_cli import run as fit_run
-from vgp_bench.checkpoint import load_checkpoint, save_checkpoint, write_json
-from vgp_bench.data.store import atomic_file
-from vgp_bench.distributed import DistributedContext
+from vgp_bench.analysis import report
+from vgp_bench.blackbox.cli import run as fit_run
 from vgp_bench.divergence import divergence
-from vgp_bench.eval_journal import EvaluationJournal
-from vgp_bench.evaluate import evaluate_checkpoint
+from vgp_bench.errors import ConfigError, NonFiniteTrainingError
+from vgp_bench.files import atomic_file
 from vgp_bench.gp.cholesky import cholesky_with_jitter
-from vgp_bench.run_folder import RunFolderError, acquire_lock, refuse_if_locked
-from vgp_bench.runtime import ConfigError
-from vgp_bench.signals import EvaluationInterrupted
-from vgp_bench.train import NonFiniteTrainingError, Trainer, build_components, train
+from vgp_bench.run import run_folder as run_folder_module
+from vgp_bench.run import train as train_module
+from vgp_bench.run.checkpoint import load_checkpoint, save_checkpoint, write_json
+from vgp_bench.run.distributed import DistributedContext
+from vgp_bench.run.eval_journal import EvaluationJournal
+from vgp_bench.run.evaluate import evaluate_checkpoint
+from vgp_bench.run.run_folder import RunFolderError, acquire_lock, refuse_if_locked
+from vgp_bench.run.signals import EvaluationInterrupted
+from vgp_bench.run.train import Trainer, build_components, train
 
 
 class _RunsAShellCommand:
@@ -97,7 +97,7 @@ def snapshot(folder: Path) -> dict[str, tuple[bytes, int, int]]:
 
 def cli(name: str, arguments: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """An installed console script (as users run it), else its module."""
-    modules = {"vgp-train": "vgp_bench.train", "vgp-eval": "vgp_bench.evaluate"}
+    modules = {"vgp-train": "vgp_bench.run.train", "vgp-eval": "vgp_bench.run.evaluate"}
     script = Path(sys.executable).parent / name
     command = [str(script)] if script.exists() else [sys.executable, "-m", modules[name]]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
@@ -313,7 +313,7 @@ def test_any_crash_is_recorded_with_its_traceback(
     def broken_evaluation(*args, **kwargs):
         raise RuntimeError("out of device memory")
 
-    monkeypatch.setattr("vgp_bench.train.evaluate_components", broken_evaluation)
+    monkeypatch.setattr("vgp_bench.run.train.evaluate_components", broken_evaluation)
     with pytest.raises(RuntimeError, match="out of device memory") as error:
         train(compose_config(TINY), tmp_path)
     metrics = metrics_of(tmp_path)
@@ -596,7 +596,7 @@ def test_a_failed_journal_write_does_not_stop_the_evaluation(
     def full_disk(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("vgp_bench.eval_journal.torch.save", full_disk)
+    monkeypatch.setattr("vgp_bench.run.eval_journal.torch.save", full_disk)
     assert evaluate_checkpoint(checkpoint, settings, "cpu")["nll"] == expected["nll"]
     assert "could not write the evaluation journal" in (tmp_path / "eval.log").read_text()
 
@@ -604,7 +604,7 @@ def test_a_failed_journal_write_does_not_stop_the_evaluation(
 def test_a_run_older_than_a_config_key_resumes_when_the_key_keeps_the_old_behaviour(
     tmp_path: Path,
 ) -> None:
-    from vgp_bench.run_folder import RunFolderError, resume_changes
+    from vgp_bench.run.run_folder import RunFolderError, resume_changes
 
     saved = {"inference": {"name": "vgp", "outputs": "dense"}, "trainer": {"epochs": 5}}
     same = {"inference": {**saved["inference"], "prior_mean": "zero", "noise_ratio": 0.3}}
@@ -647,8 +647,8 @@ def test_a_lock_file_planted_as_a_link_is_refused_and_its_target_unchanged(
 def test_run_files_planted_as_links_are_refused_and_their_targets_unchanged(
     tmp_path: Path, name: str
 ) -> None:
-    from vgp_bench.data.store import NoFollowFileHandler
-    from vgp_bench.images import save_grid
+    from vgp_bench.analysis.images import save_grid
+    from vgp_bench.files import NoFollowFileHandler
 
     run_dir = tmp_path / "run"
     train(compose_config([*TINY, "trainer.max_steps=2", "eval.at_end=false"]), run_dir)
@@ -766,8 +766,8 @@ def test_an_unreadable_metrics_json_is_named_before_any_work(tmp_path: Path) -> 
 def test_a_full_disk_during_a_checkpoint_is_one_line_and_keeps_the_last_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from vgp_bench import checkpoint as checkpoint_module
-    from vgp_bench.data.store import NoSpaceError
+    from vgp_bench.errors import NoSpaceError
+    from vgp_bench.run import checkpoint as checkpoint_module
 
     run_dir = tmp_path / "run"
     train(compose_config(QUICK), run_dir)
@@ -809,7 +809,7 @@ def test_vgp_eval_says_when_its_result_was_not_recorded(tmp_path: Path) -> None:
 
 
 def test_messages_are_true_for_the_command_that_prints_them(tmp_path: Path) -> None:
-    from vgp_bench.evaluate import resolve_checkpoint
+    from vgp_bench.run.evaluate import resolve_checkpoint
 
     run_dir = tmp_path / "run"
     train(compose_config(QUICK), run_dir)  # no validated epoch: no best.pt
@@ -839,7 +839,7 @@ def test_messages_are_true_for_the_command_that_prints_them(tmp_path: Path) -> N
 
 def pre_start(command: str, overrides: list[str], run_dir: Path, capsys) -> str:
     """The one line `command`'s pre-start check prints for these overrides ('' if it passes)."""
-    from vgp_bench.prestart import PreStart
+    from vgp_bench.run.prestart import PreStart
 
     name = "fit" if command == "vgp-fit" else "config"
     config = compose_config(
@@ -879,7 +879,7 @@ def test_a_run_folder_that_cannot_be_made_is_one_line_and_nothing_is_created(
         (tmp_path / "locked").mkdir()
         real_access = os.access
         monkeypatch.setattr(
-            "vgp_bench.prestart.os.access",
+            "vgp_bench.run.prestart.os.access",
             lambda path, mode: real_access(path, mode) and Path(path).name != "locked",
         )
     before = sorted(path.name for path in tmp_path.iterdir())
@@ -996,10 +996,10 @@ def test_an_evaluation_shows_progress_in_samples_with_a_rate_within_one_batch(
 
     from tqdm import tqdm
 
-    from vgp_bench.evaluate import estimate_split
+    from vgp_bench.run.evaluate import estimate_split
 
     monkeypatch.setattr(  # every update drawn (the real bar redraws at most every 0.1 s)
-        "vgp_bench.evaluate.tqdm", functools.partial(tqdm, mininterval=0, miniters=1)
+        "vgp_bench.run.evaluate.tqdm", functools.partial(tqdm, mininterval=0, miniters=1)
     )
     cfg = compose_config(QUICK)
     parts = build_components(cfg)
@@ -1012,7 +1012,7 @@ def test_an_evaluation_shows_progress_in_samples_with_a_rate_within_one_batch(
 
 
 def test_the_auxiliary_gap_budget_scales_with_the_run_and_says_what_it_skipped() -> None:
-    from vgp_bench.evaluate import aux_gap_examples
+    from vgp_bench.run.evaluate import aux_gap_examples
 
     eval_cfg = compose_config([]).eval  # 500 examples x 10 draws x 256 samples
     smoke = aux_gap_examples(eval_cfg, trained_examples=3 * 100)  # DRAW, max_steps=3
@@ -1027,7 +1027,7 @@ def test_the_auxiliary_gap_budget_scales_with_the_run_and_says_what_it_skipped()
 def test_repeated_ctrl_c_stops_a_command_with_one_line(capsys) -> None:
     import time
 
-    from vgp_bench.signals import run_command
+    from vgp_bench.run.signals import run_command
 
     def start_up_interrupted_three_times() -> None:
         try:
@@ -1052,7 +1052,7 @@ def test_repeated_ctrl_c_stops_a_command_with_one_line(capsys) -> None:
 
 
 def test_k_hat_not_computed_is_a_dash_not_zero_percent(tmp_path: Path) -> None:
-    from vgp_bench.report.gaps import pareto_share
+    from vgp_bench.analysis.report.gaps import pareto_share
 
     run_dir = tmp_path / "run"
     metrics = train(compose_config([*QUICK, "eval.at_end=true"]), run_dir)  # S = 8 < 25
@@ -1085,7 +1085,7 @@ def test_every_table_row_shows_its_epochs_and_marks_deltas_off_the_papers_protoc
 def test_threads_come_from_the_config_or_the_environment_and_are_shown(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from vgp_bench.runtime import apply_threads
+    from vgp_bench.run.runtime import apply_threads
 
     try:
         assert apply_threads(compose_config(["threads=2"]).threads).startswith("2 CPU threads")

@@ -20,7 +20,7 @@ from vgp_bench.inference.vgp import (
     gaussian_total_correlation,
     residual_covariance_of_fit,
 )
-from vgp_bench.metrics import family_structure
+from vgp_bench.run.metrics import family_structure
 
 
 def make_head(spec: SiteSpec, seed: int = 0, **options) -> VGPHead:

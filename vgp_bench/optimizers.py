@@ -8,6 +8,8 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
+from vgp_bench.errors import ConfigError
+
 
 class BurdaAdam(torch.optim.Optimizer):
     """Adam as the IWAE code of Burda et al. (2016) computes it (their `optimizers.Adam`).
@@ -44,7 +46,7 @@ class BurdaAdam(torch.optim.Optimizer):
         foreach: bool | None = None,
     ) -> None:
         if lr <= 0 or eps < 0 or initial_second_moment < 0 or gradient_scale <= 0:
-            raise ValueError(
+            raise ConfigError(
                 "BurdaAdam needs lr > 0, eps >= 0, initial_second_moment >= 0 and "
                 f"gradient_scale > 0, got lr={lr}, eps={eps}, "
                 f"initial_second_moment={initial_second_moment}, gradient_scale={gradient_scale}"

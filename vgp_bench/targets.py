@@ -9,6 +9,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from vgp_bench.errors import ConfigError
+
 LOG_2PI = math.log(2.0 * math.pi)
 
 PlotRange = tuple[tuple[float, float], tuple[float, float]]
@@ -37,13 +39,13 @@ class Target(ABC):
 
 def _check_points(z: Tensor) -> None:
     if z.dim() != 2 or z.shape[1] != 2:
-        raise ValueError(f"a 2-D target takes points of shape [n, 2], got {tuple(z.shape)}")
+        raise ConfigError(f"a 2-D target takes points of shape [n, 2], got {tuple(z.shape)}")
 
 
 def _check_positive(**values: float) -> None:
     for name, value in values.items():
         if not value > 0:
-            raise ValueError(f"{name} must be > 0, got {value}")
+            raise ConfigError(f"{name} must be > 0, got {value}")
 
 
 class CorrelatedGaussian(Target):
@@ -52,7 +54,7 @@ class CorrelatedGaussian(Target):
 
     def __init__(self, rho: float = 0.95) -> None:
         if not -1.0 < rho < 1.0:
-            raise ValueError(f"rho must lie strictly between -1 and 1, got {rho}")
+            raise ConfigError(f"rho must lie strictly between -1 and 1, got {rho}")
         self.name = f"correlated(rho={rho:g})"
         self.rho = rho
         self.log_normalizer = LOG_2PI + 0.5 * math.log1p(-(rho**2))
@@ -104,11 +106,11 @@ class Mixture(Target):
         _check_positive(scale=scale)
         self.means = torch.tensor([list(mean) for mean in means], dtype=torch.float64)  # [K, 2]
         if self.means.dim() != 2 or self.means.shape[1] != 2 or self.means.shape[0] < 1:
-            raise ValueError(f"means must be a list of K >= 1 points in 2-D, got {means}")
+            raise ConfigError(f"means must be a list of K >= 1 points in 2-D, got {means}")
         count = self.means.shape[0]
         weights = [1.0 / count] * count if weights is None else list(weights)
         if len(weights) != count or min(weights) <= 0:
-            raise ValueError(f"weights must be {count} positive numbers, got {weights}")
+            raise ConfigError(f"weights must be {count} positive numbers, got {weights}")
         total = sum(weights)
         self.log_weights = torch.tensor([math.log(w / total) for w in weights], dtype=torch.float64)
         self.scale = scale

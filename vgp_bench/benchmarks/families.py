@@ -13,7 +13,8 @@ from typing import Any
 
 import torch
 
-from vgp_bench.runtime import checkout_root, compose_config
+from vgp_bench.locations import checkout_root
+from vgp_bench.run.runtime import compose_config
 
 FAMILY_OVERRIDES: dict[str, list[str]] = {
     "vae": ["inference=vae"],
@@ -41,7 +42,7 @@ def data_overrides() -> list[str]:
 
 def step_time(overrides: list[str], steps: int, warmup: int = 2) -> dict[str, float]:
     """Milliseconds per training step of dlgm1 with `overrides`, on the CPU, batch 100."""
-    from vgp_bench.train import NullWriter, Trainer, build_components
+    from vgp_bench.run.train import NullWriter, Trainer, build_components
 
     cfg = compose_config([*data_overrides(), "model=dlgm1", "device=cpu", *overrides])
     trainer = Trainer(cfg, Path("bench/scratch"), build_components(cfg))

@@ -9,15 +9,9 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from vgp_bench.errors import ConfigError
+
 Binarization = Literal["fixed", "dynamic"]
-
-
-class MissingDataError(FileNotFoundError):
-    """A dataset file is absent; the message names the command that makes it."""
-
-
-class CorruptDataError(ValueError):
-    """A dataset file exists but cannot be trusted; the message says how to rebuild it."""
 
 
 class ImageSplit:
@@ -138,13 +132,15 @@ class DatasetBundle:
 def check_binarization(binarization: str) -> None:
     """Refuse a `dataset.binarization` other than fixed or dynamic."""
     if binarization not in ("fixed", "dynamic"):
-        raise ValueError(f"dataset.binarization must be 'fixed' or 'dynamic', got {binarization!r}")
+        raise ConfigError(
+            f"dataset.binarization must be 'fixed' or 'dynamic', got {binarization!r}"
+        )
 
 
 def check_subset(subset: int | None) -> None:
     """Refuse a `dataset.subset` that is not a positive number of images or null."""
     if subset is not None and subset < 1:
-        raise ValueError(
+        raise ConfigError(
             f"dataset.subset must be a positive number of images or null, got {subset}"
         )
 

@@ -21,16 +21,15 @@ import torch
 
 from vgp_bench.data.base import (
     Binarization,
-    CorruptDataError,
     DatasetBundle,
     ImageSplit,
-    MissingDataError,
     bernoulli_binarize,
     check_binarization,
     check_subset,
     first_images,
 )
 from vgp_bench.data.store import plain_attrs
+from vgp_bench.errors import ConfigError, CorruptDataError, MissingDataError
 
 FILE_NAME = "mnist.h5"
 FORMAT_VERSION = 1
@@ -181,7 +180,7 @@ def load_mnist(
     check_binarization(binarization)
     check_subset(subset)
     if holdout is not None and (merge_valid or isinstance(holdout, bool) or holdout < 1):
-        raise ValueError(
+        raise ConfigError(
             "dataset.holdout must be a positive number of images (with merge_valid=false), "
             f"got holdout={holdout!r}, merge_valid={merge_valid}"
         )
@@ -194,7 +193,7 @@ def load_mnist(
     attrs, splits = read_mnist_h5(file)
     dynamic = binarization == "dynamic"
     if dynamic and any(arrays.grey is None for arrays in splits.values()):
-        raise ValueError(
+        raise ConfigError(
             f"{file} has no grey levels (built from .amat files), so it cannot be binarized "
             "dynamically: use binarization=fixed, or rebuild it with `vgp-data mnist --force`"
         )
@@ -214,7 +213,7 @@ def load_mnist(
         labels["train"] = np.concatenate([labels["train"], labels.pop("valid")])
     if holdout is not None:
         if holdout >= len(images["train"]):
-            raise ValueError(
+            raise ConfigError(
                 f"dataset.holdout={holdout} leaves no training images (train and valid hold "
                 f"{len(images['train'])})"
             )

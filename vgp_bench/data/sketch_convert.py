@@ -39,7 +39,6 @@ from torchvision.io import ImageReadMode, decode_image
 from torchvision.transforms.v2 import functional as TF
 from tqdm import tqdm
 
-from vgp_bench.data.base import CorruptDataError
 from vgp_bench.data.sketch import FORMAT_VERSION, PUBLISHED, default_dilation, output_path
 from vgp_bench.data.sketch_sources import (
     FolderSource,
@@ -48,7 +47,9 @@ from vgp_bench.data.sketch_sources import (
     open_source,
     sorted_categories,
 )
-from vgp_bench.data.store import atomic_file, existing_file_state, plain_attrs
+from vgp_bench.data.store import existing_file_state, plain_attrs
+from vgp_bench.errors import ConfigError, CorruptDataError, MissingDataError
+from vgp_bench.files import atomic_file
 
 TEST_SHARE = 10  # one image in ten goes to test (8 of 80)
 CHUNK_SIZE = 32  # images per task of the process pool
@@ -127,7 +128,7 @@ def category_generator(seed: int, category: str) -> torch.Generator:
 def split_category(names: Sequence[str], seed: int, category: str) -> tuple[list[int], list[int]]:
     """Indices into sorted `names` of the (train, test) images of one category, each sorted."""
     if held_out_count(len(names)) == 0:
-        raise ValueError(
+        raise CorruptDataError(
             f"category {category!r} has {len(names)} image(s); a test image needs at least 5"
         )
     order = torch.randperm(len(names), generator=category_generator(seed, category)).tolist()
@@ -332,7 +333,7 @@ def convert_sketch(
 ) -> tuple[Path, bool]:
     """Convert the PNGs at `source_path` to HDF5; returns (path, whether it was written)."""
     if resolution < 1 or (dilation is not None and dilation < 1):
-        raise ValueError("--resolution and --dilation must be positive integers")
+        raise ConfigError("--resolution and --dilation must be positive integers")
     dilation = default_dilation(resolution) if dilation is None else dilation
     target = output_path(data_dir, resolution, dilation, seed)
     if not force and is_converted(target, resolution, dilation, seed):
@@ -340,7 +341,7 @@ def convert_sketch(
 
     source_path = Path(source_path)
     if not source_path.exists():
-        raise FileNotFoundError(f"{source_path} does not exist; download {PUBLISHED}")
+        raise MissingDataError(f"{source_path} does not exist; download {PUBLISHED}")
     source = open_source(source_path)
     try:
         grouped = sorted_categories(source.files(), str(source_path))

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from vgp_bench.errors import CorruptDataError, MissingDataError
+
 
 @dataclass(frozen=True)
 class SketchFile:
@@ -69,7 +71,7 @@ class ZipSource:
             if member.is_dir() or parts[0] == "__MACOSX" or not is_png(member.filename):
                 continue
             if len(parts) < 2:
-                raise ValueError(
+                raise CorruptDataError(
                     f"{self.path}: {member.filename} is not inside a category folder; "
                     "expected png/<category>/<n>.png"
                 )
@@ -92,7 +94,7 @@ def open_source(path: Path) -> FolderSource | ZipSource:
         return FolderSource(path)
     if path.is_file() and zipfile.is_zipfile(path):
         return ZipSource(path)
-    raise FileNotFoundError(
+    raise MissingDataError(
         f"{path} is neither a folder nor a zip archive; pass the unpacked png/ folder or "
         "sketches_png.zip"
     )
@@ -101,7 +103,7 @@ def open_source(path: Path) -> FolderSource | ZipSource:
 def sorted_categories(files: Sequence[SketchFile], source: str) -> dict[str, list[SketchFile]]:
     """Files grouped by category, categories and file names sorted as strings."""
     if not files:
-        raise ValueError(f"no PNG files in {source}; expected png/<category>/<n>.png")
+        raise CorruptDataError(f"no PNG files in {source}; expected png/<category>/<n>.png")
     by_category: dict[str, list[SketchFile]] = {}
     for file in files:
         by_category.setdefault(file.category, []).append(file)
@@ -110,6 +112,8 @@ def sorted_categories(files: Sequence[SketchFile], source: str) -> dict[str, lis
         members = sorted(by_category[category], key=lambda file: file.name)
         names = [file.name for file in members]
         if len(set(names)) != len(names):
-            raise ValueError(f"{source}: category {category!r} holds the same file name twice")
+            raise CorruptDataError(
+                f"{source}: category {category!r} holds the same file name twice"
+            )
         grouped[category] = members
     return grouped

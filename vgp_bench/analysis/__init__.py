@@ -1,0 +1,1 @@
+"""Analysis of trained runs: diagnostics, posterior statistics, gaps, figures and reports."""

@@ -1,0 +1,1 @@
+"""The runner: configs, run folders, training, evaluation, checkpoints and the commands."""

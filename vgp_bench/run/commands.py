@@ -1,0 +1,53 @@
+"""The console scripts. A Ctrl-C at any moment, even while torch loads, stops a command with
+one line; options that only print (--help, --cfg, ...) answer without loading torch."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+from vgp_bench.locations import CONFIG_DIR
+from vgp_bench.run.signals import run_command
+
+# Hydra options that print something and run nothing
+PRINT_ONLY = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion")
+
+
+def prints_only(arguments: Sequence[str]) -> bool:
+    """Whether the command line asks Hydra only to print (help, config, info)."""
+    return any(argument.split("=")[0] in PRINT_ONLY for argument in arguments)
+
+
+def print_only(config_name: str) -> None:
+    """Hydra's answer to --help, --cfg, --info for `config_name`, with nothing else loaded."""
+    import hydra
+
+    @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name=config_name)
+    def nothing(_cfg: object) -> None:  # Hydra prints and exits before it would run this
+        return None
+
+    nothing()
+
+
+def entry(module: str, config_name: str) -> None:
+    """Run `module`'s Hydra command, or only print what the command line asks for."""
+    if prints_only(sys.argv[1:]):
+        print_only(config_name)
+        return
+    importlib.import_module(module)._hydra_main()
+
+
+def train() -> None:
+    """`vgp-train`."""
+    run_command("vgp-train", lambda: entry("vgp_bench.run.train", "config"))
+
+
+def evaluate() -> None:
+    """`vgp-eval`."""
+    run_command("vgp-eval", lambda: entry("vgp_bench.run.evaluate", "evaluate"))
+
+
+def fit() -> None:
+    """`vgp-fit`."""
+    run_command("vgp-fit", lambda: entry("vgp_bench.blackbox.cli", "fit"))

@@ -1,0 +1,511 @@
+"""Importance-sampled test log-likelihood and bound; `vgp-eval checkpoint=... eval.is_samples=K`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import sys
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import h5py
+import hydra
+import torch
+from omegaconf import DictConfig, OmegaConf
+from torch import Tensor, nn
+from tqdm import tqdm
+
+from vgp_bench.analysis.diagnostics import auxiliary_gap, evaluation_mode
+from vgp_bench.data.base import ImageSplit
+from vgp_bench.errors import ConfigError, MissingDataError
+from vgp_bench.estimators import chunked_estimate
+from vgp_bench.files import atomic_file
+from vgp_bench.locations import CONFIG_DIR
+from vgp_bench.models.base import LatentVariableModel
+from vgp_bench.run.build import Components, checkpoint_config, components_from_checkpoint
+from vgp_bench.run.checkpoint import load_checkpoint
+from vgp_bench.run.distributed import DistributedContext
+from vgp_bench.run.eval_journal import EvaluationJournal, weights_sha256
+from vgp_bench.run.failures import USER_ERRORS, log_failure, print_error
+from vgp_bench.run.metrics import Evaluation, read_record, write_record
+from vgp_bench.run.run_folder import (
+    check_record,
+    claimed,
+    clear_orphans,
+    refuse_if_locked,
+    refuse_links,
+)
+from vgp_bench.run.runtime import apply_threads, code_version, make_generator
+from vgp_bench.run.settings import check_eval_settings
+from vgp_bench.run.signals import EvaluationInterrupted, interruptible, run_command, stop_signals
+
+# How vgp-eval goes on when the run folder is busy (it writes into the run's own folder).
+EVAL_BUSY_ADVICE = "or evaluate a copy of the run folder"
+# An IS estimate may dip below the bound by Monte Carlo noise; flag it past this many nats.
+BELOW_BOUND_TOLERANCE = 0.05
+
+
+@dataclass
+class SplitEstimate:
+    """Per-example estimates over one split, `[N]` each."""
+
+    log_likelihood: Tensor
+    bound: Tensor
+    is_samples: int
+    pareto_k: Tensor | None = None  # PSIS k-hat of each example's weights (float64)
+
+    def summary(self) -> dict[str, Any]:
+        """Mean -log p(x) and -bound with standard errors, in nats (an Evaluation's object)."""
+        count = self.log_likelihood.numel()
+        nll = -self.log_likelihood.double()
+        bound_nll = -self.bound.double()
+
+        def stderr(v):
+            return float(v.std() / math.sqrt(count)) if count > 1 else float("nan")
+
+        is_below_bound = float(nll.mean()) > float(bound_nll.mean()) + BELOW_BOUND_TOLERANCE
+        evaluation = Evaluation(
+            nll=float(nll.mean()),
+            nll_stderr=stderr(nll),
+            bound_nll=float(bound_nll.mean()),
+            bound_nll_stderr=stderr(bound_nll),
+            bound_gap=float((bound_nll - nll).mean()),  # what a better q could gain
+            bound_gap_stderr=stderr(bound_nll - nll),
+            is_samples=self.is_samples,
+            n_examples=count,
+            is_below_bound=is_below_bound,
+        )
+        add_pareto_summary(evaluation, self.pareto_k)
+        return evaluation.to_json()
+
+
+def add_pareto_summary(evaluation: Evaluation, pareto_k: Tensor | None) -> None:
+    """Reliability of the IS estimates: PSIS k-hat over examples (Vehtari et al.).
+
+    `pareto_k_above_0_7` is the share of examples whose weights have (nearly) infinite
+    variance: their IS log-likelihood is not to be trusted at this S.
+    """
+    if pareto_k is None:
+        return
+    finite = pareto_k[torch.isfinite(pareto_k)]
+    if finite.numel() == 0:  # not computed (S < 25, or flat weights): no share either
+        evaluation.pareto_k_mean, evaluation.pareto_k_max = None, None
+        evaluation.pareto_k_above_0_7 = None
+        return
+    evaluation.pareto_k_mean = float(finite.mean())
+    evaluation.pareto_k_max = float(finite.max())
+    evaluation.pareto_k_above_0_7 = float((pareto_k > 0.7).double().mean())
+
+
+@torch.no_grad()
+def estimate_split(
+    model: LatentVariableModel,
+    heads: nn.ModuleDict,
+    split: ImageSplit,
+    is_samples: int,
+    chunk_size: int,
+    batch_size: int,
+    generator: torch.Generator,
+    device: torch.device,
+    progress: bool = False,
+    description: str = "evaluate",
+    journal: EvaluationJournal | None = None,
+) -> SplitEstimate:
+    """IS log-likelihood (logsumexp(log w) - log K) and bound per example, K in chunks.
+
+    With a `journal`, the finished batches are kept after each one and a rerun resumes
+    after them, with the numbers an uninterrupted evaluation gives.
+    """
+    start = 0
+    estimates: dict[str, list[Tensor]] = {"log_likelihood": [], "bound": [], "pareto_k": []}
+    if journal is not None:
+        start, estimates = journal.restore(generator, len(split), batch_size)
+    batches = split.batches(batch_size, start=start, generator=generator)
+    bar = tqdm(  # in samples (examples x S), updated after every chunk: a rate and an ETA
+        initial=min(start * batch_size, len(split)) * is_samples,  # even for one huge batch
+        total=len(split) * is_samples,
+        desc=description,
+        disable=not progress,
+        leave=False,
+        dynamic_ncols=True,
+        unit="sample",
+        unit_scale=True,
+    )
+
+    def draw(count: int, sample: Callable[..., Tensor], examples: int) -> Tensor:
+        log_weights = sample(count, generator)
+        bar.update(count * examples)
+        return log_weights
+
+    with bar, evaluation_mode(model, heads):
+        for batch_index, x in enumerate(batches, start=start):
+            x = x.to(device, non_blocking=True)
+            sample = model.log_weight_sampler(x, heads)  # the per-example work once a batch
+            estimate = chunked_estimate(
+                lambda count, sample=sample, examples=x.shape[0]: draw(count, sample, examples),
+                n_samples=is_samples,
+                chunk_size=chunk_size,
+            )
+            assert estimate.pareto_k is not None
+            estimates["log_likelihood"].append(estimate.log_likelihood.cpu())
+            estimates["bound"].append(estimate.bound.cpu())
+            estimates["pareto_k"].append(estimate.pareto_k.cpu())
+            if journal is not None:
+                journal.record(batch_index + 1, estimates, generator)
+    return SplitEstimate(
+        torch.cat(estimates["log_likelihood"]),
+        torch.cat(estimates["bound"]),
+        is_samples,
+        torch.cat(estimates["pareto_k"]),
+    )
+
+
+def evaluate_components(
+    parts: Components,
+    eval_cfg: DictConfig,
+    is_samples: int,
+    context: DistributedContext,
+    progress: bool = False,
+    run_dir: Path | None = None,
+    split_name: str | None = None,
+    subset: int | None = None,
+    with_diagnostics: bool = False,
+    journal: EvaluationJournal | None = None,
+    trained_examples: int | None = None,
+) -> dict[str, Any]:
+    """IS log-likelihood and bound on a split, sharded over ranks; per-example file when asked.
+
+    Returns an Evaluation's object. `with_diagnostics` (final evaluations) adds the VGP's
+    auxiliary gap on the first `eval.aux_gap_examples` examples, within the budget of a run
+    that trained on `trained_examples` (see `aux_gap_examples`). A `journal` (this rank's)
+    keeps the finished batches, and the evaluation resumes after them.
+    """
+    split_name = split_name or str(eval_cfg.split)
+    split: ImageSplit | None = getattr(parts.data, split_name, None)
+    if split is None:
+        raise ConfigError(f"eval.split={split_name} does not exist for this dataset")
+    subset = subset if subset is not None else eval_cfg.subset
+    if subset:
+        split = split.subset(int(subset))
+    indices = torch.arange(len(split))[context.rank :: context.world_size]
+    estimate = estimate_split(
+        parts.model,
+        parts.heads,
+        split.select(indices),
+        is_samples,
+        int(eval_cfg.chunk_size),
+        int(eval_cfg.batch_size),
+        make_generator(parts.device, int(eval_cfg.seed) + context.rank),
+        parts.device,
+        progress=progress and context.is_main,
+        description=f"IS x{is_samples}",
+        journal=journal,
+    )
+    if context.enabled:  # put every rank's examples back in split order
+        pieces = context.gather_objects(
+            (indices, estimate.log_likelihood, estimate.bound, estimate.pareto_k)
+        )
+        order = torch.cat([piece[0] for piece in pieces]).argsort()
+        estimate.log_likelihood = torch.cat([piece[1] for piece in pieces])[order]
+        estimate.bound = torch.cat([piece[2] for piece in pieces])[order]
+        estimate.pareto_k = torch.cat([piece[3] for piece in pieces])[order]
+    evaluation = Evaluation(estimate.summary(), split=split_name)
+    weights = {
+        name: head.evaluation_weight
+        for name, head in parts.heads.items()
+        if head.evaluation_weight is not None
+    }
+    if weights:
+        evaluation.weight = weights
+    examples, skipped = aux_gap_examples(eval_cfg, trained_examples)
+    if skipped and with_diagnostics and has_auxiliary_model(parts.heads):
+        evaluation.aux_gap_skipped = skipped
+    if with_diagnostics and examples > 0 and context.is_main:
+        gap = auxiliary_gap(
+            parts.model,
+            parts.heads,
+            split.subset(examples),
+            int(eval_cfg.aux_gap_samples),
+            int(eval_cfg.aux_gap_draws),
+            make_generator(parts.device, int(eval_cfg.seed) + 1),
+            parts.device,
+            progress=progress and context.is_main,
+        )
+        evaluation.update(gap)
+    if eval_cfg.save_per_example and run_dir is not None and context.is_main:
+        path = run_dir / f"{split_name}_per_example_k{is_samples}.h5"
+        save_per_example(estimate, path)
+        evaluation.per_example_file = path.name
+    return evaluation.to_json()
+
+
+AUX_GAP_MINIMUM = 20  # fewer examples than this: no auxiliary gap (its error would be noise)
+
+
+def has_auxiliary_model(heads: nn.ModuleDict) -> bool:
+    """Whether a family has an auxiliary model whose gap the final evaluation measures."""
+    return any(head.has_auxiliary_samples for head in heads.values())
+
+
+def aux_gap_examples(eval_cfg: DictConfig, trained_examples: int | None) -> tuple[int, str | None]:
+    """How many examples the end-of-run auxiliary gap uses, and what it skipped (or None).
+
+    `eval.aux_gap_budget=auto` spends at most the training's own work: examples x draws x
+    auxiliary samples evaluations against the examples trained, so a smoke run ends in about
+    the time of its steps and a table run gets all `eval.aux_gap_examples`; `full` always
+    takes them all.
+    """
+    wanted = int(eval_cfg.get("aux_gap_examples") or 0)
+    budget = str(eval_cfg.get("aux_gap_budget") or "full")
+    if wanted <= 0 or budget == "full" or trained_examples is None:
+        return wanted, None
+    per_example = max(1, int(eval_cfg.aux_gap_samples) * int(eval_cfg.aux_gap_draws))
+    affordable = trained_examples // per_example
+    if affordable >= wanted:
+        return wanted, None
+    examples = affordable if affordable >= AUX_GAP_MINIMUM else 0
+    done = f"on {examples} of {wanted} examples" if examples else "skipped"
+    return examples, (
+        f"auxiliary gap {done}: eval.aux_gap_budget=auto spends at most the training's work "
+        f"({trained_examples} examples trained); eval.aux_gap_budget=full computes it on all "
+        f"{wanted} (vgp-eval checkpoint=<run> eval.aux_gap_budget=full adds it later)"
+    )
+
+
+def save_per_example(estimate: SplitEstimate, path: str | Path) -> None:
+    """Per-example IS log-likelihood and bound as HDF5 datasets (written atomically)."""
+    with atomic_file(path) as temporary, h5py.File(temporary, "w") as handle:
+        handle.create_dataset("log_likelihood", data=estimate.log_likelihood.numpy())
+        handle.create_dataset("bound", data=estimate.bound.numpy())
+        if estimate.pareto_k is not None:
+            handle.create_dataset("pareto_k", data=estimate.pareto_k.numpy())
+        handle.attrs["is_samples"] = estimate.is_samples
+
+
+def run_folder_of(checkpoint: Path) -> Path:
+    """The run folder of `<run>/checkpoints/x.pt`, else the checkpoint's own folder."""
+    parent = checkpoint.parent
+    return parent.parent if parent.name == "checkpoints" else parent
+
+
+def resolve_checkpoint(given: Path) -> Path:
+    """The checkpoint file to evaluate: `given`, or for a run folder its best.pt, else its
+    last.pt; a missing file's error says what the folder has instead."""
+    if given.is_dir():  # a run folder, or its checkpoints/
+        folder = given if given.name == "checkpoints" else given / "checkpoints"
+        for name in ("best.pt", "last.pt"):
+            if (folder / name).is_file():
+                return folder / name
+        raise MissingDataError(
+            f"checkpoint {given} is a folder without checkpoints/best.pt or last.pt; give a "
+            "run folder or a checkpoint file"
+        )
+    if not given.exists() and (given.parent / "last.pt").is_file():
+        raise MissingDataError(
+            f"checkpoint {given} not found; this run has {given.parent / 'last.pt'} (best.pt "
+            "is written only after a validated epoch)"
+        )
+    return given
+
+
+def recording_problem(run_dir: Path) -> str | None:
+    """Why an evaluation of a checkpoint in `run_dir` cannot be added to its record, or None."""
+    if not (run_dir / "metrics.json").is_file():
+        return f"{run_dir} holds no run (no metrics.json)"
+    if not os.access(run_dir, os.W_OK) or not os.access(run_dir / "metrics.json", os.W_OK):
+        return f"{run_dir} is read-only"
+    return None
+
+
+def not_recorded_notice(run_dir: Path, problem: str) -> str:
+    """The notice vgp-eval prints when its result goes nowhere but the screen."""
+    return (
+        f"the result was not recorded: {problem}; to record it, evaluate the checkpoint "
+        "inside its run folder where that is writable (a copy of the folder will do)"
+    )
+
+
+def evaluate_checkpoint(
+    checkpoint_path: str,
+    eval_cfg: DictConfig,
+    device_name: str = "auto",
+    data_dir: str | None = None,
+) -> dict[str, Any]:
+    """Rebuild a run from its checkpoint, evaluate it, and add the result to its metrics.json.
+
+    The evaluation is appended to `evaluations`; the run's own `test` result is never
+    replaced (it is filled in only when the run has none). The folder is locked meanwhile,
+    and the log goes to its eval.log.
+    """
+    check_eval_settings(OmegaConf.create({"eval": eval_cfg}))
+    path = resolve_checkpoint(Path(checkpoint_path))
+    run_dir = run_folder_of(path)
+    writable = recording_problem(run_dir) is None  # else nothing is written anywhere
+    if writable:
+        refuse_links(run_dir)
+        check_record(run_dir)
+        refuse_if_locked(run_dir, EVAL_BUSY_ADVICE)
+    checkpoint = load_checkpoint(path)
+    cfg = checkpoint_config(checkpoint, device_name, data_dir)
+    cfg.eval = OmegaConf.merge(cfg.eval, eval_cfg)
+    parts = components_from_checkpoint(cfg, checkpoint)
+    step = int(checkpoint.get("state", {}).get("step", -1))
+    trained = max(step, 0) * int(cfg.trainer.batch_size) if "trainer" in cfg else None
+    claim = (
+        claimed(run_dir, "vgp-eval", "eval.log", EVAL_BUSY_ADVICE)
+        if writable
+        else nullcontext(None)
+    )
+    with claim as log, stop_signals() as request:
+        log = log or logging.getLogger(__name__)
+        if writable:
+            clear_orphans(run_dir, log)
+        log.info("evaluating %s (step %d): %s", path, step, OmegaConf.to_container(cfg.eval))
+        journal = None
+        if writable:
+            journal = evaluation_journal(parts, cfg.eval, run_dir, log)
+        try:
+            with interruptible(request):
+                summary = evaluate_components(
+                    parts,
+                    cfg.eval,
+                    int(cfg.eval.is_samples),
+                    DistributedContext(),
+                    progress=True,
+                    run_dir=run_dir if writable else None,
+                    with_diagnostics=True,
+                    journal=journal,
+                    trained_examples=trained,
+                )
+        except EvaluationInterrupted:
+            if journal is not None and journal.path.exists():
+                log.info(
+                    "interrupted; the finished batches are kept in %s: "
+                    "run the same command again to resume",
+                    journal.path.name,
+                )
+            else:
+                log.info("interrupted; nothing was recorded")
+            raise
+        except BaseException as error:
+            log_failure(log, error, isinstance(error, USER_ERRORS))
+            if writable:
+                error.add_note(f"traceback in {run_dir / 'eval.log'}")
+            raise
+        evaluation = Evaluation(
+            summary,
+            checkpoint=path.name,
+            step=step,
+            subset=cfg.eval.subset,
+            evaluated_at=datetime.now().astimezone().isoformat(timespec="seconds"),
+        )
+        metrics_path = run_dir / "metrics.json"
+        if writable:
+            record = read_record(metrics_path)
+            evaluation.run_steps = record.steps
+            record.add_evaluation(evaluation)
+            write_record(record, metrics_path)
+        if journal is not None:
+            journal.discard()
+        log.info("result: %s", evaluation.to_json())
+    return evaluation.to_json()
+
+
+def evaluation_journal(
+    parts: Components, eval_cfg: DictConfig, run_dir: Path, log: logging.Logger
+) -> EvaluationJournal:
+    """The journal of a final evaluation of `parts` on `eval_cfg`'s split (one process).
+
+    Its fingerprint is what the numbers depend on; a journal resumes only when all of it
+    matches: the weights, the data, the settings, the device and torch.
+    """
+    dataset = {key: value for key, value in parts.data.info.items() if key != "path"}
+    fingerprint = {
+        "weights_sha256": weights_sha256({"model": parts.model, "heads": parts.heads}),
+        "dataset": json.dumps(dataset, sort_keys=True, default=str),  # source, binarization
+        "split": str(eval_cfg.split),
+        "subset": None if not eval_cfg.subset else int(eval_cfg.subset),
+        "is_samples": int(eval_cfg.is_samples),
+        "chunk_size": int(eval_cfg.chunk_size),
+        "batch_size": int(eval_cfg.batch_size),
+        "seed": int(eval_cfg.seed),
+        "device": parts.device.type,  # CPU and CUDA draw different numbers from one seed
+        "torch": str(torch.__version__),
+    }
+    return EvaluationJournal(run_dir, fingerprint, log, code_version())
+
+
+def format_summary(summary: dict[str, Any], label: str = "test") -> str:
+    """A short human-readable table of one evaluation (an Evaluation's object)."""
+    evaluation = Evaluation(summary)
+    lines = [
+        f"{'':<10} {'-log p(x) (IS)':>18} {'-bound':>18}   samples  examples",
+        f"{label:<10} {evaluation.nll:>10.2f} ± {evaluation.nll_stderr:<5.2f} "
+        f"{evaluation.bound_nll:>10.2f} ± {evaluation.bound_nll_stderr:<5.2f}"
+        f"   {evaluation.is_samples:>7}  {evaluation.n_examples:>8}",
+    ]
+    for site, weight in (evaluation.weight or {}).items():
+        if "infinite variance" in weight:
+            lines.append(f"WARNING: site {site}: {weight}")
+    share = evaluation.pareto_k_above_0_7
+    if share:
+        lines.append(
+            f"WARNING: {100 * share:.1f}% of examples have PSIS k-hat > 0.7: their weights have "
+            "nearly infinite variance; raise eval.is_samples or distrust those estimates"
+        )
+    if evaluation.is_below_bound:
+        lines.append("WARNING: the IS estimate is below the bound on average: check the weights")
+    if evaluation.aux_gap_skipped:
+        lines.append(f"note: {evaluation.aux_gap_skipped}")
+    return "\n".join(lines)
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="evaluate")
+def _hydra_main(cfg: DictConfig) -> None:
+    if OmegaConf.is_missing(cfg, "checkpoint") or not cfg.checkpoint:
+        print(
+            "vgp-eval: error: checkpoint is required: vgp-eval "
+            "checkpoint=outputs/<run>/checkpoints/last.pt",
+            file=sys.stderr,
+        )
+        sys.exit(1)
+    try:
+        check_eval_settings(OmegaConf.create({"threads": cfg.get("threads")}))
+        print(f"vgp-eval: {apply_threads(cfg.get('threads'))}", file=sys.stderr)
+        checkpoint = resolve_checkpoint(Path(str(cfg.checkpoint)))
+        if checkpoint != Path(str(cfg.checkpoint)):
+            print(f"vgp-eval: evaluating {checkpoint}", file=sys.stderr)
+        summary = evaluate_checkpoint(
+            str(checkpoint), cfg.eval, device_name=cfg.device, data_dir=cfg.data_dir
+        )
+    except EvaluationInterrupted as signal_name:
+        print(
+            f"vgp-eval: {signal_name}: stopped; the finished batches are kept in the run "
+            "folder (unless it is read-only): run the same command again to resume",
+            file=sys.stderr,
+        )
+        sys.exit(130)
+    except Exception as error:
+        print_error("vgp-eval", error, expected=isinstance(error, USER_ERRORS))
+        sys.exit(1)
+    print(format_summary(summary))
+    run_dir = run_folder_of(checkpoint)
+    problem = recording_problem(run_dir)
+    if problem is None:
+        print(f"recorded in {run_dir / 'metrics.json'} (evaluations)")
+    else:
+        print(f"vgp-eval: {not_recorded_notice(run_dir, problem)}", file=sys.stderr)
+
+
+def main() -> None:
+    run_command("vgp-eval", _hydra_main)
+
+
+if __name__ == "__main__":
+    main()
