@@ -29,9 +29,11 @@ import torch
 from tqdm import tqdm
 
 from vgp_bench.benchmarks import floors, plain_vae
+from vgp_bench.run.build import build_components
 from vgp_bench.run.evaluate import estimate_split
 from vgp_bench.run.runtime import code_version, compose_config, make_generator
-from vgp_bench.run.train import NullWriter, Trainer, build_components
+from vgp_bench.run.trainer import Trainer
+from vgp_bench.run.writer import NullWriter
 
 REPO = Path(__file__).resolve().parent.parent
 TINY_SIZES = False  # set by --tiny

@@ -218,7 +218,7 @@ def evaluation(
     command = [
         sys.executable,
         "-m",
-        "vgp_bench.run.evaluate",
+        "vgp_bench.run.eval_command",
         f"checkpoint={checkpoint}",
         f"eval.is_samples={samples}",
         f"eval.subset={subset}",

@@ -155,7 +155,7 @@ eval_one() {  # name|overrides: the test set, once, on the checkpoint chosen by 
     echo "study: $name evaluated already"; return 0
   fi
   echo "study: evaluating $name"
-  run_tool vgp-eval vgp_bench.run.evaluate "checkpoint=$folder/checkpoints/best.pt" \
+  run_tool vgp-eval vgp_bench.run.eval_command "checkpoint=$folder/checkpoints/best.pt" \
     eval.is_samples=5000 eval.subset=null "data_dir=$data_dir" \
     >>"$folder/eval.log" 2>&1 || echo "study: evaluating $name stopped (see $folder/eval.log)"
 }

@@ -352,12 +352,14 @@ def test_dlgm_offers_log_joint_equal_to_its_trace(latent_dims, hidden_dims) -> N
 def test_validation_bound_is_the_training_objective(objective, expected, tmp_path, monkeypatch):
     # IWAE's validation bound is the IS estimate with valid_samples = k, not the ELBO
     from tests.helpers import TINY, compose_config
-    from vgp_bench.run import train
+    from vgp_bench.run import epoch_evaluation
+    from vgp_bench.run.build import build_components
+    from vgp_bench.run.trainer import Trainer
 
     cfg = compose_config([*TINY, f"trainer.objective={objective}", "trainer.image_every=0"])
-    trainer = train.Trainer(cfg, tmp_path, train.build_components(cfg))
+    trainer = Trainer(cfg, tmp_path, build_components(cfg))
     monkeypatch.setattr(
-        train, "evaluate_components", lambda *a, **k: {"nll": 1.0, "bound_nll": 2.0}
+        epoch_evaluation, "evaluate_components", lambda *a, **k: {"nll": 1.0, "bound_nll": 2.0}
     )
     trainer.end_of_epoch()
     assert trainer.state.history[-1]["valid_bound"] == expected

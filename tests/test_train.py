@@ -16,8 +16,10 @@ from hydra.errors import ConfigCompositionException
 
 from tests.helpers import REPO, TINY, compose_config
 from vgp_bench.errors import NonFiniteTrainingError
+from vgp_bench.run.build import build_components
 from vgp_bench.run.checkpoint import load_checkpoint, save_checkpoint
-from vgp_bench.run.train import Trainer, build_components, train
+from vgp_bench.run.train import train
+from vgp_bench.run.trainer import Trainer
 
 
 def parameters_of(run_dir: Path) -> dict[str, torch.Tensor]:
@@ -268,7 +270,9 @@ def test_vgp_eval_re_evaluates_a_checkpoint(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     train(compose_config([*TINY, "eval.at_end=false", "trainer.max_steps=2"]), run_dir)
     script = Path(sys.executable).parent / "vgp-eval"
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "vgp_bench.run.evaluate"]
+    command = (
+        [str(script)] if script.exists() else [sys.executable, "-m", "vgp_bench.run.eval_command"]
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(
         [

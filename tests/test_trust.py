@@ -25,15 +25,17 @@ from vgp_bench.divergence import divergence
 from vgp_bench.errors import ConfigError, NonFiniteTrainingError
 from vgp_bench.files import atomic_file
 from vgp_bench.gp.cholesky import cholesky_with_jitter
+from vgp_bench.run import epoch_evaluation as epoch_evaluation_module
 from vgp_bench.run import run_folder as run_folder_module
-from vgp_bench.run import train as train_module
+from vgp_bench.run.build import build_components
 from vgp_bench.run.checkpoint import load_checkpoint, save_checkpoint, write_json
 from vgp_bench.run.distributed import DistributedContext
+from vgp_bench.run.eval_command import evaluate_checkpoint
 from vgp_bench.run.eval_journal import EvaluationJournal
-from vgp_bench.run.evaluate import evaluate_checkpoint
 from vgp_bench.run.run_folder import RunFolderError, acquire_lock, refuse_if_locked
 from vgp_bench.run.signals import EvaluationInterrupted
-from vgp_bench.run.train import Trainer, build_components, train
+from vgp_bench.run.train import train
+from vgp_bench.run.trainer import Trainer
 
 
 class _RunsAShellCommand:
@@ -97,7 +99,7 @@ def snapshot(folder: Path) -> dict[str, tuple[bytes, int, int]]:
 
 def cli(name: str, arguments: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """An installed console script (as users run it), else its module."""
-    modules = {"vgp-train": "vgp_bench.run.train", "vgp-eval": "vgp_bench.run.evaluate"}
+    modules = {"vgp-train": "vgp_bench.run.train", "vgp-eval": "vgp_bench.run.eval_command"}
     script = Path(sys.executable).parent / name
     command = [str(script)] if script.exists() else [sys.executable, "-m", modules[name]]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
@@ -313,7 +315,7 @@ def test_any_crash_is_recorded_with_its_traceback(
     def broken_evaluation(*args, **kwargs):
         raise RuntimeError("out of device memory")
 
-    monkeypatch.setattr("vgp_bench.run.train.evaluate_components", broken_evaluation)
+    monkeypatch.setattr("vgp_bench.run.epoch_evaluation.evaluate_components", broken_evaluation)
     with pytest.raises(RuntimeError, match="out of device memory") as error:
         train(compose_config(TINY), tmp_path)
     metrics = metrics_of(tmp_path)
@@ -381,7 +383,7 @@ def test_divergence_is_flagged_and_kept_out_of_the_tables(tmp_path: Path, capsys
 
 def signal_during(monkeypatch: pytest.MonkeyPatch, split: str) -> dict[str, int]:
     """Send SIGTERM to this process from inside the first evaluation of `split`."""
-    real = train_module.evaluate_components
+    real = epoch_evaluation_module.evaluate_components
     sent = {"count": 0}
 
     def evaluate(*args, **kwargs):
@@ -390,7 +392,7 @@ def signal_during(monkeypatch: pytest.MonkeyPatch, split: str) -> dict[str, int]
             os.kill(os.getpid(), signal.SIGTERM)  # the handler raises before the next line
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(train_module, "evaluate_components", evaluate)
+    monkeypatch.setattr(epoch_evaluation_module, "evaluate_components", evaluate)
     return sent
 
 
@@ -809,7 +811,7 @@ def test_vgp_eval_says_when_its_result_was_not_recorded(tmp_path: Path) -> None:
 
 
 def test_messages_are_true_for_the_command_that_prints_them(tmp_path: Path) -> None:
-    from vgp_bench.run.evaluate import resolve_checkpoint
+    from vgp_bench.run.eval_command import resolve_checkpoint
 
     run_dir = tmp_path / "run"
     train(compose_config(QUICK), run_dir)  # no validated epoch: no best.pt

@@ -38,7 +38,7 @@ from vgp_bench.inference.base import SiteSample
 from vgp_bench.models.base import LatentVariableModel
 from vgp_bench.run.build import checkpoint_config, components_from_checkpoint
 from vgp_bench.run.checkpoint import load_checkpoint
-from vgp_bench.run.evaluate import run_folder_of
+from vgp_bench.run.eval_command import run_folder_of
 from vgp_bench.run.failures import USER_ERRORS
 from vgp_bench.run.runtime import make_generator
 

@@ -42,7 +42,9 @@ def data_overrides() -> list[str]:
 
 def step_time(overrides: list[str], steps: int, warmup: int = 2) -> dict[str, float]:
     """Milliseconds per training step of dlgm1 with `overrides`, on the CPU, batch 100."""
-    from vgp_bench.run.train import NullWriter, Trainer, build_components
+    from vgp_bench.run.build import build_components
+    from vgp_bench.run.trainer import Trainer
+    from vgp_bench.run.writer import NullWriter
 
     cfg = compose_config([*data_overrides(), "model=dlgm1", "device=cpu", *overrides])
     trainer = Trainer(cfg, Path("bench/scratch"), build_components(cfg))

@@ -45,7 +45,7 @@ def train() -> None:
 
 def evaluate() -> None:
     """`vgp-eval`."""
-    run_command("vgp-eval", lambda: entry("vgp_bench.run.evaluate", "evaluate"))
+    run_command("vgp-eval", lambda: entry("vgp_bench.run.eval_command", "evaluate"))
 
 
 def fit() -> None:

@@ -42,6 +42,11 @@ from vgp_bench.run.lock import (
     refuse_if_locked,
 )
 from vgp_bench.run.metrics import RunRecord, read_record, write_record
+from vgp_bench.run.resume_policy import (
+    load_last_checkpoint,
+    refuse_evaluation_changes,
+    resume_changes,
+)
 from vgp_bench.run.runtime import code_version
 from vgp_bench.run.writer import NullWriter, Writer
 
@@ -180,90 +185,6 @@ def move_aside(run_dir: Path, destination: Path) -> None:
     for entry in sorted(run_dir.iterdir()):
         if entry.name != LOCK_NAME:
             entry.rename(destination / entry.name)
-
-
-def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    """Nested dicts as dotted keys; lists and scalars are leaves."""
-    if isinstance(node, dict) and node:
-        flat: dict[str, Any] = {}
-        for key, value in node.items():
-            flat.update(flatten(value, f"{prefix}{key}."))
-        return flat
-    return {prefix.rstrip("."): node}
-
-
-def resume_changes(
-    saved: dict[str, Any], current: dict[str, Any], run_dir: Path
-) -> dict[str, list[Any]]:
-    """The changed keys a resume accepts, `{key: [old, new]}`; raise on any other change."""
-    old, new = flatten(saved), flatten(current)
-    changed = sorted(key for key in old.keys() | new.keys() if old.get(key) != new.get(key))
-    refused = [
-        key for key in changed if not (is_resumable_key(key) or is_older_default(key, old, new))
-    ]
-    if refused:
-        shown = ", ".join(f"{key}: {old.get(key)!r} -> {new.get(key)!r}" for key in refused[:4])
-        more = f" and {len(refused) - 4} more" if len(refused) > 4 else ""
-        top = refused[0].split(".")[0]
-        raise RunFolderError(
-            f"{run_dir} holds a run with a different '{top}' config ({shown}{more}); these "
-            "change what the run computes: resume with the same settings, or write into a "
-            "new folder (hydra.run.dir=...)"
-        )
-    return {key: [old.get(key), new.get(key)] for key in changed}
-
-
-def load_last_checkpoint(last: Path) -> dict[str, Any]:
-    """`last.pt` to resume from; unreadable, the error says how the run can go on."""
-    try:
-        return load_checkpoint(last, map_location="cpu")
-    except ValueError as error:
-        reason = str(error).split("; delete it")[0]
-        raise RunFolderError(
-            f"{reason}; move it out of the folder and run again to restart the run from "
-            "scratch (its record is kept in a sibling folder), or write into a new folder "
-            "(hydra.run.dir=...)"
-        ) from error
-
-
-# eval keys that change no number of a run's test result
-EVAL_BOOKKEEPING = ("eval.at_end", "eval.save_per_example", "eval.epoch_is_samples")
-
-
-def trains_further(state: dict[str, Any], trainer: DictConfig) -> bool:
-    """Whether a run resumed from a checkpoint's `state` would train more under `trainer`."""
-    if state.get("stop_reason") == "early_stopping":
-        return False
-    max_steps = trainer.get("max_steps")
-    if max_steps is not None and int(state.get("step", 0)) >= int(max_steps):
-        return False
-    return int(state.get("epoch", 0)) < int(trainer.epochs)
-
-
-def refuse_evaluation_changes(
-    run_dir: Path, state: dict[str, Any], cfg: DictConfig, changes: dict[str, list[Any]]
-) -> None:
-    """Refuse other `eval.*` settings on a finished, tested run that would not train more:
-    its test result would stay as it is while config.yaml said otherwise."""
-    changed = sorted(
-        key
-        for key in changes
-        if key.startswith("eval.")
-        and key not in EVAL_BOOKKEEPING
-        and not (changes[key][0] is None and key in NEWER_KEYS)  # added since: its default
-    )
-    if not changed or trains_further(state, cfg.trainer):
-        return
-    record = read_record(run_dir / "metrics.json") if (run_dir / "metrics.json").exists() else None
-    if record is None or record.status != "finished" or record.test is None:
-        return
-    shown = ", ".join(f"{key}: {changes[key][0]!r} -> {changes[key][1]!r}" for key in changed)
-    asked = " ".join(f"{key}={changes[key][1]}" for key in changed)
-    raise RunFolderError(
-        f"{run_dir} holds a finished run, tested with other evaluation settings ({shown}); "
-        f"to evaluate it again, run vgp-eval checkpoint={run_dir} {asked} (added to its "
-        "metrics.json), or train in a new folder (hydra.run.dir=...)"
-    )
 
 
 @dataclass

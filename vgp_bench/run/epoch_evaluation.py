@@ -1,0 +1,82 @@
+"""The evaluations a training run makes: the validation bound each epoch, the test bound at
+the epochs asked for, the heads' statistics and the final test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+
+from vgp_bench.analysis.diagnostics import head_diagnostics
+from vgp_bench.run.build import Components
+from vgp_bench.run.distributed import DistributedContext
+from vgp_bench.run.eval_journal import EvaluationJournal
+from vgp_bench.run.evaluate import evaluate_components
+from vgp_bench.run.metrics import EpochEvaluation, Evaluation
+from vgp_bench.run.runtime import make_generator
+
+
+def validation_bound(parts: Components, cfg: DictConfig, context: DistributedContext) -> float:
+    """The training objective on the validation split (IWAE's: its IS estimate at k =
+    trainer.valid_samples)."""
+    trainer = cfg.trainer
+    summary = evaluate_components(
+        parts,
+        cfg.eval,
+        int(trainer.valid_samples),
+        context,
+        split_name="valid",
+        subset=trainer.valid_subset or 0,
+    )
+    valid = Evaluation(summary)
+    return -(valid.nll if str(trainer.objective) == "iwae" else valid.bound_nll)
+
+
+def epoch_test(parts: Components, cfg: DictConfig, context: DistributedContext) -> EpochEvaluation:
+    """The test bound after an epoch of `trainer.eval_at_epochs` (Table 2's columns)."""
+    test = Evaluation(evaluate_components(parts, cfg.eval, int(cfg.eval.epoch_is_samples), context))
+    return EpochEvaluation(
+        test_bound_nll=test.bound_nll,
+        test_bound_nll_stderr=test.bound_nll_stderr,
+        test_nll=test.nll,
+        is_samples=test.is_samples,
+        n_examples=test.n_examples,
+    )
+
+
+def final_test(
+    parts: Components,
+    cfg: DictConfig,
+    context: DistributedContext,
+    run_dir: Path,
+    journal: EvaluationJournal | None = None,
+    trained_examples: int | None = None,
+) -> dict[str, Any]:
+    """The evaluation at the end of training, with the VGP's auxiliary gap within the budget
+    of a run that trained on `trained_examples` (an Evaluation); with a `journal`, a stopped
+    one resumes after its finished batches."""
+    progress = bool(cfg.trainer.progress)
+    is_samples = int(cfg.eval.is_samples)
+    return evaluate_components(
+        parts,
+        cfg.eval,
+        is_samples,
+        context,
+        progress,
+        run_dir,
+        with_diagnostics=True,
+        journal=journal,
+        trained_examples=trained_examples,
+    )
+
+
+def head_statistics(parts: Components, count: int, cfg: DictConfig) -> dict[str, float]:
+    """The heads' own statistics (the VGP's warp share) on the first `count` validation
+    examples, with a fixed generator: the same draws every epoch."""
+    valid = parts.data.valid
+    assert valid is not None
+    x = valid.gather(torch.arange(min(count, len(valid)))).to(parts.device)
+    generator = make_generator(parts.device, int(cfg.eval.seed))
+    return head_diagnostics(parts.model, parts.heads, x, generator)

@@ -1,0 +1,215 @@
+"""`vgp-eval checkpoint=... eval.is_samples=K`: evaluate a checkpoint or a run folder, recorded
+in its metrics.json when the folder is a run's."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from contextlib import nullcontext
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from vgp_bench.errors import MissingDataError
+from vgp_bench.locations import CONFIG_DIR
+from vgp_bench.run.build import checkpoint_config, components_from_checkpoint
+from vgp_bench.run.checkpoint import load_checkpoint
+from vgp_bench.run.distributed import DistributedContext
+from vgp_bench.run.evaluate import (
+    evaluate_components,
+    evaluation_journal,
+    format_summary,
+)
+from vgp_bench.run.failures import USER_ERRORS, log_failure, print_error
+from vgp_bench.run.metrics import Evaluation, read_record, write_record
+from vgp_bench.run.run_folder import (
+    check_record,
+    claimed,
+    clear_orphans,
+    refuse_if_locked,
+    refuse_links,
+)
+from vgp_bench.run.runtime import apply_threads
+from vgp_bench.run.settings import check_eval_settings
+from vgp_bench.run.signals import EvaluationInterrupted, interruptible, run_command, stop_signals
+
+# How vgp-eval goes on when the run folder is busy (it writes into the run's own folder).
+EVAL_BUSY_ADVICE = "or evaluate a copy of the run folder"
+
+
+def run_folder_of(checkpoint: Path) -> Path:
+    """The run folder of `<run>/checkpoints/x.pt`, else the checkpoint's own folder."""
+    parent = checkpoint.parent
+    return parent.parent if parent.name == "checkpoints" else parent
+
+
+def resolve_checkpoint(given: Path) -> Path:
+    """The checkpoint file to evaluate: `given`, or for a run folder its best.pt, else its
+    last.pt; a missing file's error says what the folder has instead."""
+    if given.is_dir():  # a run folder, or its checkpoints/
+        folder = given if given.name == "checkpoints" else given / "checkpoints"
+        for name in ("best.pt", "last.pt"):
+            if (folder / name).is_file():
+                return folder / name
+        raise MissingDataError(
+            f"checkpoint {given} is a folder without checkpoints/best.pt or last.pt; give a "
+            "run folder or a checkpoint file"
+        )
+    if not given.exists() and (given.parent / "last.pt").is_file():
+        raise MissingDataError(
+            f"checkpoint {given} not found; this run has {given.parent / 'last.pt'} (best.pt "
+            "is written only after a validated epoch)"
+        )
+    return given
+
+
+def recording_problem(run_dir: Path) -> str | None:
+    """Why an evaluation of a checkpoint in `run_dir` cannot be added to its record, or None."""
+    if not (run_dir / "metrics.json").is_file():
+        return f"{run_dir} holds no run (no metrics.json)"
+    if not os.access(run_dir, os.W_OK) or not os.access(run_dir / "metrics.json", os.W_OK):
+        return f"{run_dir} is read-only"
+    return None
+
+
+def not_recorded_notice(run_dir: Path, problem: str) -> str:
+    """The notice vgp-eval prints when its result goes nowhere but the screen."""
+    return (
+        f"the result was not recorded: {problem}; to record it, evaluate the checkpoint "
+        "inside its run folder where that is writable (a copy of the folder will do)"
+    )
+
+
+def evaluate_checkpoint(
+    checkpoint_path: str,
+    eval_cfg: DictConfig,
+    device_name: str = "auto",
+    data_dir: str | None = None,
+) -> dict[str, Any]:
+    """Rebuild a run from its checkpoint, evaluate it, and add the result to its metrics.json.
+
+    The evaluation is appended to `evaluations`; the run's own `test` result is never
+    replaced (it is filled in only when the run has none). The folder is locked meanwhile,
+    and the log goes to its eval.log.
+    """
+    check_eval_settings(OmegaConf.create({"eval": eval_cfg}))
+    path = resolve_checkpoint(Path(checkpoint_path))
+    run_dir = run_folder_of(path)
+    writable = recording_problem(run_dir) is None  # else nothing is written anywhere
+    if writable:
+        refuse_links(run_dir)
+        check_record(run_dir)
+        refuse_if_locked(run_dir, EVAL_BUSY_ADVICE)
+    checkpoint = load_checkpoint(path)
+    cfg = checkpoint_config(checkpoint, device_name, data_dir)
+    cfg.eval = OmegaConf.merge(cfg.eval, eval_cfg)
+    parts = components_from_checkpoint(cfg, checkpoint)
+    step = int(checkpoint.get("state", {}).get("step", -1))
+    trained = max(step, 0) * int(cfg.trainer.batch_size) if "trainer" in cfg else None
+    claim = (
+        claimed(run_dir, "vgp-eval", "eval.log", EVAL_BUSY_ADVICE)
+        if writable
+        else nullcontext(None)
+    )
+    with claim as log, stop_signals() as request:
+        log = log or logging.getLogger(__name__)
+        if writable:
+            clear_orphans(run_dir, log)
+        log.info("evaluating %s (step %d): %s", path, step, OmegaConf.to_container(cfg.eval))
+        journal = None
+        if writable:
+            journal = evaluation_journal(parts, cfg.eval, run_dir, log)
+        try:
+            with interruptible(request):
+                summary = evaluate_components(
+                    parts,
+                    cfg.eval,
+                    int(cfg.eval.is_samples),
+                    DistributedContext(),
+                    progress=True,
+                    run_dir=run_dir if writable else None,
+                    with_diagnostics=True,
+                    journal=journal,
+                    trained_examples=trained,
+                )
+        except EvaluationInterrupted:
+            if journal is not None and journal.path.exists():
+                log.info(
+                    "interrupted; the finished batches are kept in %s: "
+                    "run the same command again to resume",
+                    journal.path.name,
+                )
+            else:
+                log.info("interrupted; nothing was recorded")
+            raise
+        except BaseException as error:
+            log_failure(log, error, isinstance(error, USER_ERRORS))
+            if writable:
+                error.add_note(f"traceback in {run_dir / 'eval.log'}")
+            raise
+        evaluation = Evaluation(
+            summary,
+            checkpoint=path.name,
+            step=step,
+            subset=cfg.eval.subset,
+            evaluated_at=datetime.now().astimezone().isoformat(timespec="seconds"),
+        )
+        metrics_path = run_dir / "metrics.json"
+        if writable:
+            record = read_record(metrics_path)
+            evaluation.run_steps = record.steps
+            record.add_evaluation(evaluation)
+            write_record(record, metrics_path)
+        if journal is not None:
+            journal.discard()
+        log.info("result: %s", evaluation.to_json())
+    return evaluation.to_json()
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="evaluate")
+def _hydra_main(cfg: DictConfig) -> None:
+    if OmegaConf.is_missing(cfg, "checkpoint") or not cfg.checkpoint:
+        print(
+            "vgp-eval: error: checkpoint is required: vgp-eval "
+            "checkpoint=outputs/<run>/checkpoints/last.pt",
+            file=sys.stderr,
+        )
+        sys.exit(1)
+    try:
+        check_eval_settings(OmegaConf.create({"threads": cfg.get("threads")}))
+        print(f"vgp-eval: {apply_threads(cfg.get('threads'))}", file=sys.stderr)
+        checkpoint = resolve_checkpoint(Path(str(cfg.checkpoint)))
+        if checkpoint != Path(str(cfg.checkpoint)):
+            print(f"vgp-eval: evaluating {checkpoint}", file=sys.stderr)
+        summary = evaluate_checkpoint(
+            str(checkpoint), cfg.eval, device_name=cfg.device, data_dir=cfg.data_dir
+        )
+    except EvaluationInterrupted as signal_name:
+        print(
+            f"vgp-eval: {signal_name}: stopped; the finished batches are kept in the run "
+            "folder (unless it is read-only): run the same command again to resume",
+            file=sys.stderr,
+        )
+        sys.exit(130)
+    except Exception as error:
+        print_error("vgp-eval", error, expected=isinstance(error, USER_ERRORS))
+        sys.exit(1)
+    print(format_summary(summary))
+    run_dir = run_folder_of(checkpoint)
+    problem = recording_problem(run_dir)
+    if problem is None:
+        print(f"recorded in {run_dir / 'metrics.json'} (evaluations)")
+    else:
+        print(f"vgp-eval: {not_recorded_notice(run_dir, problem)}", file=sys.stderr)
+
+
+def main() -> None:
+    run_command("vgp-eval", _hydra_main)
+
+
+if __name__ == "__main__":
+    main()
