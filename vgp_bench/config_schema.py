@@ -2,9 +2,9 @@
 
 The settings checks (`settings.py`), the keys a resume may change and the report's rows
 (`config_keys.py`) are derived from these declarations; tests/test_config_schema.py holds them
-to the YAML in configs/. The options of a `_target_` (a model's, an inference head's, a dataset
-loader's or an optimizer's arguments) are checked by what they build and typed by their YAML
-(`settings.check_declared_types`). Imports neither torch nor Hydra.
+to the YAML in configs/. The other options of a `_target_` (a model's, an inference head's, a
+dataset loader's or an optimizer's arguments) are checked by what they build and typed by their
+YAML (`settings.check_declared_types`). Imports neither torch nor Hydra.
 """
 
 from __future__ import annotations
