@@ -1,37 +1,45 @@
-"""Which config keys change what a run computes: the resume policy and the report's rows."""
+"""Which config keys change what a run computes: the resume policy and the report's rows, both
+derived from the declarations of config_schema.py, and the keys older run folders lack."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-# Keys a resumed run may change: none of them alters what the run computes (the training
-# trajectory); `eval` is every evaluation setting. Any other difference refuses the resume.
-RESUMABLE_KEYS = (
-    "device",
-    "threads",
-    "data_dir",
-    "experiment_name",
-    "eval",
-    "trainer.epochs",
-    "trainer.max_steps",
-    "trainer.log_every",
-    "trainer.checkpoint_every",
-    "trainer.valid_samples",
-    "trainer.valid_subset",
-    "trainer.eval_at_epochs",
-    "trainer.image_every",
-    "trainer.max_nonfinite",
-    "trainer.progress",
-    "trainer.resume",
-    "trainer.move_aside",
-    "trainer.compile",
-    "trainer.ddp_backend",
-    "trainer.find_unused_parameters",
-    "trainer.diagnostics_examples",
-    "trainer.compile_mode",
-    "trainer.gpu_memory_fraction",
-    "trainer.early_stopping.patience",
+from vgp_bench.run.config_schema import GROUP_EFFECTS, TRAIN_KEYS, Effect
+
+# Each declared key's effect, and the effect of a group's keys that no declaration names
+DECLARED_EFFECTS: dict[str, Effect] = {key.name: key.effect for key in TRAIN_KEYS} | GROUP_EFFECTS
+
+
+def effect_of(key: str) -> Effect:
+    """What a different value of `key` (dotted) does: the effect of its declaration, or of the
+    nearest declared node or group above it (config_schema); TRAINING when none is declared."""
+    parts = key.split(".")
+    for end in range(len(parts), 0, -1):
+        effect = DECLARED_EFFECTS.get(".".join(parts[:end]))
+        if effect is not None:
+            return effect
+    return Effect.TRAINING
+
+
+def is_resumable_key(key: str) -> bool:
+    """Whether a resumed run may change `key`: no value of it alters the training trajectory."""
+    return effect_of(key).resumable
+
+
+def separates_rows(key: str) -> bool:
+    """Whether the report keeps runs whose configs differ in `key` in separate rows."""
+    return effect_of(key).separates_rows
+
+
+# The keys a resumed run may change, each with its children; any other difference refuses the
+# resume. A group listed resumable as a whole stands for its keys (`eval`: every evaluation
+# setting, also those of older configs).
+RESUMABLE_KEYS = tuple(
+    name
+    for name, effect in DECLARED_EFFECTS.items()
+    if effect.resumable and not is_resumable_key(name.rpartition(".")[0])
 )
 
 # Keys added to the configs after runs already existed: a run whose saved config lacks one
@@ -69,30 +77,6 @@ def is_older_default(key: str, old: dict[str, Any], new: dict[str, Any]) -> bool
         return False
     compatible = NEWER_KEYS[key]
     return compatible is ANY or new.get(key) == compatible
-
-
-def is_resumable_key(key: str) -> bool:
-    """Whether a resumed run may change `key` (RESUMABLE_KEYS or one of their children)."""
-    return any(key == allowed or key.startswith(allowed + ".") for allowed in RESUMABLE_KEYS)
-
-
-# Resumable keys that change a run's numbers: runs that differ in them are different rows
-RESULT_KEYS = (
-    "trainer.epochs",
-    "trainer.max_steps",
-    "trainer.valid_samples",
-    "trainer.valid_subset",
-    "trainer.early_stopping.patience",
-    "eval.checkpoint",
-)
-
-
-def is_operational_key(key: str) -> bool:
-    """Whether `key` changes neither a run's training nor its numbers (device, logging,
-    checkpoint cadence, the evaluation's own settings, whose S and test size rows keep apart)."""
-    return is_resumable_key(key) and not any(
-        key == result or key.startswith(result + ".") for result in RESULT_KEYS
-    )
 
 
 def with_older_defaults(config: dict[str, str]) -> dict[str, str]:

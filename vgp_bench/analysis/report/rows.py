@@ -13,7 +13,7 @@ from typing import Any
 
 from vgp_bench.analysis.report.runs import Run, structure_of
 from vgp_bench.divergence import is_finite_number
-from vgp_bench.run.config_keys import is_operational_key, with_older_defaults
+from vgp_bench.run.config_keys import separates_rows, with_older_defaults
 from vgp_bench.run.metrics import DatasetRecord
 
 MODEL_NAMES = {"dlgm1": "DLGM 1hl", "dlgm2": "DLGM 2hl", "draw": "DRAW"}
@@ -27,8 +27,7 @@ FAMILY_SIZES = {
 }
 DEFAULT_TRAIN_OBJECTIVE = "elbo"
 DEFAULT_OBJECTIVES = (None, "collapsed")
-# Config keys that differ between machines or seeds of one configuration, never in the setting.
-IGNORED_CONFIG_KEYS = frozenset({"seed", "device", "data_dir"})
+# Keys naming where files are (`*_dir`, `*_path`), never what a run is
 IGNORED_CONFIG_SUFFIXES = ("_dir", "_path")
 MISSING = "—"
 
@@ -79,8 +78,7 @@ def setting_of(run: Run) -> Setting:
         sorted(
             (key, value)
             for key, value in with_older_defaults(run.config).items()
-            if key not in IGNORED_CONFIG_KEYS
-            and not is_operational_key(key)
+            if separates_rows(key)
             and not key.startswith("hydra.")
             and not key.rsplit(".", 1)[-1].endswith(IGNORED_CONFIG_SUFFIXES)
         )
