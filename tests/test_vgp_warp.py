@@ -14,8 +14,8 @@ from vgp_bench.distributions import normal_log_prob
 from vgp_bench.estimators import importance_weighted_log_likelihood
 from vgp_bench.gp.conditional import DenseOutputs, affine_projector, affine_weights
 from vgp_bench.inference.base import SiteSpec
-from vgp_bench.inference.vgp import (
-    VGPHead,
+from vgp_bench.inference.vgp import VGPHead
+from vgp_bench.inference.vgp_statistics import (
     debiased_affine_covariance,
     gaussian_total_correlation,
     residual_covariance_of_fit,
