@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.helpers import solve_tolerance, varied_seed
+from tests.helpers import paper_form, solve_tolerance, varied_seed
 from tests.linear_gaussian import LinearGaussianModel
 from vgp_bench.estimators import bound, importance_weighted_log_likelihood
 from vgp_bench.gp import DenseOutputs
@@ -17,7 +17,7 @@ from vgp_bench.inference.base import SiteSpec
 from vgp_bench.inference.vgp import VGPHead
 
 SPEC = SiteSpec(context_dim=4, z_dim=2)
-SMALL = {"variational_data_size": 16, "aux_hidden_dims": (32,)}
+SMALL = {**paper_form(), "variational_data_size": 16, "aux_hidden_dims": (32,)}  # paper's form
 
 
 def make_head(seed: int = 0, spec: SiteSpec = SPEC, **options) -> VGPHead:

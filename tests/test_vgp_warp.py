@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from tests.helpers import paper_form
 from tests.linear_gaussian import LinearGaussianModel
 from vgp_bench.distributions import normal_log_prob
 from vgp_bench.estimators import importance_weighted_log_likelihood
@@ -24,8 +25,10 @@ from vgp_bench.metrics import family_structure
 
 
 def make_head(spec: SiteSpec, seed: int = 0, **options) -> VGPHead:
+    """The paper's form with `options` over it, small."""
     torch.manual_seed(seed)  # module initialization only; sampling uses explicit generators
-    return VGPHead(spec, **{"variational_data_size": 64, "aux_hidden_dims": (32,), **options})
+    small = {**paper_form(), "variational_data_size": 64, "aux_hidden_dims": (32,)}
+    return VGPHead(spec, **{**small, **options})
 
 
 @pytest.mark.parametrize(

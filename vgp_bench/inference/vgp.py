@@ -94,7 +94,9 @@ class VGPParts:
 class VGPHead(VariationalHead):
     """q(z | x) as a variational Gaussian process with an auxiliary model r (Sections 2.3-3.2).
 
-    Options (docs/design.md, section 2):
+    Options (docs/design.md, section 2), whose defaults are configs/inference/vgp.yaml's (the
+    project's best configuration; tests/test_vgp_parts.py holds them equal); the paper's form is
+    configs/inference/vgp_form/paper.yaml over them:
     - `variational_data_size` m and `latent_input_dim` c (None: c = d, as the paper);
     - `inputs`: `global` S `[m, c]` or `amortized` S(h) (vgp_parts.py, section 2.4);
     - `outputs`: `dense` T(h) (the paper's form), `global` T, `low_rank` or `shared_basis`
@@ -123,13 +125,13 @@ class VGPHead(VariationalHead):
         variational_data_size: int = 500,
         latent_input_dim: int | None = None,
         inputs: str = "global",
-        outputs: str = "dense",
+        outputs: str = "global",
         outputs_rank: int = 32,
         objective: str = "collapsed",
         aux_samples: int = 0,
-        mean_field_scale: str = "context",
+        mean_field_scale: str = "tied",
         noise_ratio: float = 0.1,
-        prior_mean: str = "zero",
+        prior_mean: str = "identity",
         paper_auxiliary: str = "factorized",
         warp: str = "gp",
         aux_correction: str = "learned",
@@ -137,7 +139,7 @@ class VGPHead(VariationalHead):
         aux_hidden_dims: Sequence[int] = (256,),
         activation: str = "tanh",
         min_scale: float = 1e-4,
-        kernel_variance: float = 1.0,
+        kernel_variance: float = 0.01,
         kernel_inverse_lengthscale: float | None = None,
         init_output_spread: float = 0.1,
         init_noise_scale: float = 0.1,
