@@ -6,9 +6,11 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from vgp_bench.run.runtime import compose_config
 
@@ -18,6 +20,7 @@ __all__ = [
     "SEED_SHIFT",
     "TINY",
     "compose_config",
+    "paper_form",
     "project_files",
     "solve_tolerance",
     "varied_seed",
@@ -25,6 +28,7 @@ __all__ = [
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG_DIR = REPO / "configs"
+PAPER_FORM = CONFIG_DIR / "inference" / "vgp_form" / "paper.yaml"
 
 # VGP_TEST_SEED=N shifts the seeds of the tests whose claim holds for every draw (an identity of
 # two computations checked to a tolerance derived from it); statistical tests keep their seeds,
@@ -81,3 +85,11 @@ def project_files() -> list[str]:
         check=True,
     ).stdout.splitlines()
     return [name for name in listed if (REPO / name).is_file()]
+
+
+def paper_form() -> dict[str, Any]:
+    """The VGP options of the paper's form (configs/inference/vgp_form/paper.yaml), for heads
+    built in tests over VGPHead's defaults (which are configs/inference/vgp.yaml's)."""
+    options = OmegaConf.to_container(OmegaConf.load(PAPER_FORM))
+    assert isinstance(options, dict)
+    return {str(key): value for key, value in options.items()}

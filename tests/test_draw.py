@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from PIL import Image
 from torch import Tensor, nn
 
-from tests.helpers import compose_config, varied_seed
+from tests.helpers import compose_config, paper_form, varied_seed
 from vgp_bench.distributions import bernoulli_log_prob
 from vgp_bench.estimators import bound, importance_weighted_log_likelihood
 from vgp_bench.inference.base import SiteSample, SiteSpec, VariationalHead, build_heads
@@ -22,12 +22,11 @@ from vgp_bench.run.train import train
 
 X_SHAPE = (1, 7, 6)  # non-square on purpose
 SMALL = {"steps": 3, "read_size": 2, "write_size": 3, "encoder_size": 16, "decoder_size": 16}
+VGP_SMALL = {**paper_form(), "variational_data_size": 8, "aux_hidden_dims": (16,)}
 HEADS = {
     "mean_field": MeanFieldHead,
-    "vgp_collapsed": lambda spec: VGPHead(spec, variational_data_size=8, aux_hidden_dims=(16,)),
-    "vgp_hierarchical": lambda spec: VGPHead(
-        spec, variational_data_size=8, aux_hidden_dims=(16,), objective="hierarchical"
-    ),
+    "vgp_collapsed": lambda spec: VGPHead(spec, **VGP_SMALL),
+    "vgp_hierarchical": lambda spec: VGPHead(spec, **VGP_SMALL, objective="hierarchical"),
 }
 # log q~ in terms of the heads' logged terms, each summed over the T steps
 LOG_Q_FROM_TERMS = {

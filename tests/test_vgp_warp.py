@@ -9,13 +9,14 @@ import pytest
 import torch
 from torch import nn
 
+from tests.helpers import paper_form
 from tests.linear_gaussian import LinearGaussianModel
 from vgp_bench.distributions import normal_log_prob
 from vgp_bench.estimators import importance_weighted_log_likelihood
 from vgp_bench.gp.conditional import DenseOutputs, affine_projector, affine_weights
 from vgp_bench.inference.base import SiteSpec
-from vgp_bench.inference.vgp import (
-    VGPHead,
+from vgp_bench.inference.vgp import VGPHead
+from vgp_bench.inference.vgp_statistics import (
     debiased_affine_covariance,
     gaussian_total_correlation,
     residual_covariance_of_fit,
@@ -24,8 +25,10 @@ from vgp_bench.run.metrics import family_structure
 
 
 def make_head(spec: SiteSpec, seed: int = 0, **options) -> VGPHead:
+    """The paper's form with `options` over it, small."""
     torch.manual_seed(seed)  # module initialization only; sampling uses explicit generators
-    return VGPHead(spec, **{"variational_data_size": 64, "aux_hidden_dims": (32,), **options})
+    small = {**paper_form(), "variational_data_size": 64, "aux_hidden_dims": (32,)}
+    return VGPHead(spec, **{**small, **options})
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from hydra import compose
+from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 from torch import Tensor
 from tqdm import tqdm
@@ -30,7 +32,7 @@ from vgp_bench.inference.base import SiteSample, SiteSpec, VariationalHead
 from vgp_bench.inference.vgp import VGPHead
 from vgp_bench.locations import CONFIG_DIR
 from vgp_bench.run.nonfinite import NonFinitePolicy, SkippedSteps, gradient_norm
-from vgp_bench.run.runtime import build
+from vgp_bench.run.runtime import build, compose_config
 
 LogDensity = Callable[[Tensor], Tensor]  # [n, D] -> [n]
 
@@ -45,9 +47,14 @@ def families() -> list[str]:
 
 
 def black_box_options(family: str) -> dict[str, Any]:
-    """The options `configs/fit.yaml` sets for `family` (`head.<family>`) over its inference
-    config: sizes and starts measured on the 2-D targets."""
-    options = OmegaConf.load(Path(CONFIG_DIR) / "fit.yaml").head.get(family)
+    """The options `configs/fit.yaml` sets for `family` (`head.<family>`, with what its defaults
+    list includes there: the VGP's paper form) over its inference config: sizes and starts
+    measured on the 2-D targets."""
+    if GlobalHydra.instance().is_initialized():  # inside a Hydra app (vgp-fit): its search path
+        fit_config = compose(config_name="fit")
+    else:
+        fit_config = compose_config([], config_name="fit")
+    options = fit_config.head.get(family)
     return {} if options is None else dict(OmegaConf.to_container(options))
 
 

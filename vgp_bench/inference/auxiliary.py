@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -128,3 +128,27 @@ class AuxiliaryModel(nn.Module):
             raise RuntimeError("this auxiliary model has no r(f | .): build it with xi_then_f")
         z = z.expand(*xi.shape[:-1], z.shape[-1])
         return self.f_net(context, torch.cat([z, xi], dim=-1))
+
+
+Gaussian = tuple[Tensor, Tensor]  # mean and scale, each [..., dim]
+
+
+def learned_correction(
+    auxiliary: AuxiliaryModel, context: Tensor, z: Tensor, inverse: Gaussian | None
+) -> Gaussian:
+    """r(xi | x, z) from r's network, correcting the inverse of the linear warp where there is
+    one (`aux_correction=learned`)."""
+    return auxiliary.xi_given_z(context, z, inverse)
+
+
+def inverse_alone(
+    auxiliary: AuxiliaryModel, context: Tensor, z: Tensor, inverse: Gaussian | None
+) -> Gaussian:
+    """r(xi | x, z) fixed at the inverse of the linear warp (`aux_correction=none`): a
+    diagnostic that separates what learning r does to training from the family."""
+    assert inverse is not None, "aux_correction=none needs the identity prior mean"
+    return inverse
+
+
+RCorrection = Callable[[AuxiliaryModel, Tensor, Tensor, Gaussian | None], Gaussian]
+AUX_CORRECTIONS: dict[str, RCorrection] = {"learned": learned_correction, "none": inverse_alone}

@@ -17,6 +17,10 @@ bound (docs/design.md, section 3), for one of three objectives (strategies in `v
 With `aux_samples = K > 0` (collapsed or hierarchical) log q~ is the importance-weighted
 hierarchical estimate of Sobolev & Vetrov (2019),
 log (1/(K+1)) sum_k q(z, psi_k) / r(psi_k | x, z), psi_0 the draw that made z and psi_1..K ~ r.
+
+The head is composed of parts, one per option value: the variational inputs and outputs
+(`vgp_parts.py`), the prior mean, the warp and the mean-field scale (`vgp_warp.py`), the
+correction of r (`auxiliary.py`); its warp statistics are `vgp_statistics.py`.
 """
 
 from __future__ import annotations
@@ -24,24 +28,17 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from torch import Tensor, nn
 
-from vgp_bench.distributions import (
-    positive_scale,
-)
+from vgp_bench.distributions import positive_scale
 from vgp_bench.gp.cholesky import JitteredCholesky, cholesky_with_jitter
-from vgp_bench.gp.conditional import (
-    DenseOutputs,
-    LowRankOutputs,
-    VariationalOutputs,
-    affine_projector,
-    affine_weights,
-    conditional_mean_variance,
-)
+from vgp_bench.gp.conditional import conditional_mean_variance
 from vgp_bench.gp.kernels import ARDKernel
-from vgp_bench.inference.auxiliary import AuxiliaryModel
+from vgp_bench.inference.auxiliary import AUX_CORRECTIONS, AuxiliaryModel
 from vgp_bench.inference.base import (
     LogJoint,
     SiteSample,
@@ -50,57 +47,72 @@ from vgp_bench.inference.base import (
     VariationalHead,
 )
 from vgp_bench.inference.vgp_data import VariationalData
-from vgp_bench.inference.vgp_objectives import OBJECTIVES, standard_normal
+from vgp_bench.inference.vgp_objectives import (
+    OBJECTIVES,
+    PAPER_AUXILIARIES,
+    standard_normal,
+)
+from vgp_bench.inference.vgp_options import choose, refuse_combinations
+from vgp_bench.inference.vgp_parts import (
+    VARIATIONAL_INPUTS,
+    VARIATIONAL_OUTPUTS,
+    DenseOutputNet,
+    GlobalInputs,
+    VariationalInputs,
+    VariationalOutputsNet,
+)
+from vgp_bench.inference.vgp_statistics import warp_statistics
+from vgp_bench.inference.vgp_warp import (
+    MEAN_FIELD_SCALES,
+    PRIOR_MEANS,
+    WARPS,
+    ContextScale,
+    MeanFieldScale,
+    PriorMean,
+    Warp,
+    ZeroPriorMean,
+)
 from vgp_bench.nets import mlp, output_dim
 
-INPUT_MODES = ("global", "amortized")
-OUTPUT_MODES = ("dense", "low_rank", "shared_basis", "global")
-SCALE_MODES = ("context", "gp", "tied")
-PRIOR_MEANS = ("zero", "identity")
-PAPER_AUXILIARIES = ("factorized", "conditional")
-WARPS = ("gp", "linear")
-AUX_CORRECTIONS = ("learned", "none")
+Part = TypeVar("Part", bound=nn.Module)
+
+
+@dataclass(frozen=True)
+class VGPParts:
+    """The parts the options chose. Kept off the module tree: the head registers each part's
+    parameters and layers under their own names (`VGPHead._register_members`), so the state
+    dict and the parameter order are those of checkpoints written before the parts existed
+    (an optimizer's state is indexed by that order)."""
+
+    inputs: VariationalInputs  # inference.inputs
+    outputs: VariationalOutputsNet  # inference.outputs
+    mean_field_scale: MeanFieldScale  # inference.mean_field_scale
+    prior_mean: PriorMean  # inference.prior_mean
+    warp: Warp  # inference.warp
 
 
 class VGPHead(VariationalHead):
     """q(z | x) as a variational Gaussian process with an auxiliary model r (Sections 2.3-3.2).
 
-    Options (docs/design.md, section 2):
+    Options (docs/design.md, section 2), whose defaults are configs/inference/vgp.yaml's (the
+    project's best configuration; tests/test_vgp_parts.py holds them equal); the paper's form is
+    configs/inference/vgp_form/paper.yaml over them:
     - `variational_data_size` m and `latent_input_dim` c (None: c = d, as the paper);
-    - `inputs`: `global` learned S `[m, c]` (one m x m Cholesky per call) or `amortized`
-      S(h) `[B, m, c]` per example (the paper's literal Section 3.2; one Cholesky each);
-    - `outputs`: `dense` T(h) = a linear layer from the features to m x d_f (the paper's form),
-      or `low_rank` T(h) = 1 t0(h)^T + U(h) V(h), U `[m, r]`, V `[r, d_f]`, all from the
-      features; or `shared_basis` T(h) = 1 t0(h)^T + U V(h) with U `[m, r]` a global
-      parameter; or `global` T `[m, d_f]`, one set of outputs shared by all examples.
-      Under the zero prior mean, low_rank and shared_basis confine the warping of the mean to
-      r + 1 directions (a sub-family, docs/design.md, section 2.5); dense and global do not;
-    - `prior_mean`: `zero` (the paper's GP) or `identity`, an amortized linear prior mean:
-      f = m(h) + s(h) * g(xi) with g ~ GP(xi, k) conditioned on (S, T(h)), so that
-      E[f | xi] = m(h) + s(h) * (xi + w(xi)^T T(h)) and Var[f_j | xi] = s_j(h)^2 v(xi).
-      With T = 0 this is the mean-field family (z = m + s xi + noise): the run starts as a VAE
-      and the outputs T bend the warp where the bound gains. Needs c = d and the context-made
-      scale; r(xi | x, z) then starts at the exact inverse of the linear warp;
-    - `mean_field_scale`: sigma(h) from the context (`context`), or from the GP, which then
-      outputs d_f = 2d values (mean and pre-softplus scale; needs a non-collapsed objective),
-      or `tied` to the warp's scale, sigma = `noise_ratio` * s(h) (identity prior mean only):
-      the spread of z then always passes through xi, so the optimizer cannot turn the VGP
-      into a mean-field Gaussian by moving the variance from s(h) to sigma(h);
-    - `objective` and `aux_samples` as in the module docstring; `paper_auxiliary` picks the
-      r of the paper objective: `factorized` r(xi | x, z) r(f | x, z) (Section 3.2) or
-      `conditional` r(xi | x, z) r(f | xi, x, z) (Eq. 6);
-    - `hidden_dims`: an MLP on the context shared by the heads that make S(h), T(h), sigma(h);
-      `aux_hidden_dims`: the MLPs of r;
-    - `jitter` (relative to sigma^2_ard) grows x10 on a failed Cholesky up to `max_jitter`;
-    - `warp`: `gp` (the family) or `linear`, a control with the GP taken out. Under the
-      identity prior mean E[f | xi] = m(h) + s(h) xi; under the zero prior mean (the paper's
-      form) E[f | xi] = [xi, 1] beta(h), beta the least-squares affine fit of T(h) on S (what
-      a linear-kernel GP interpolates). Var[f | xi] = 0 in both, so q(z | x) is a Gaussian
-      drawn, weighted and bounded exactly as the VGP is, from the same parametrization. What
-      the VGP gains over it is what the GP adds; what it gains over the VAE is parametrization.
-    - `aux_correction`: under the identity prior mean r(xi | x, z) is the exact inverse of the
-      warp's linear part times a `learned` correction (its network), or that inverse alone
-      (`none`): a diagnostic that separates what learning r does to training from the family.
+    - `inputs`: `global` S `[m, c]` or `amortized` S(h) (vgp_parts.py, section 2.4);
+    - `outputs`: `dense` T(h) (the paper's form), `global` T, `low_rank` or `shared_basis`
+      T(h) = 1 t0(h)^T + U V(h) of rank `outputs_rank` (vgp_parts.py, section 2.5);
+    - `prior_mean`: `zero` (the paper's GP) or `identity`, f = m(h) + s(h) g(xi), which starts
+      as the mean-field family (T = 0, sigma = `init_noise_scale`) and bends the warp where the
+      bound gains; needs c = d and no GP-made scale (vgp_warp.py, section 2.6);
+    - `mean_field_scale`: sigma(h) from the `context`, from the `gp` (d_f = 2d; not with the
+      collapsed objective) or `tied` to the warp, sigma = `noise_ratio` s(h) (section 2.7);
+    - `warp`: `gp` (the family) or `linear`, the control with the GP taken out (section 2.8);
+    - `aux_correction`: under the identity prior mean r(xi | x, z) is the inverse of the linear
+      warp times a `learned` correction or that inverse alone (`none`; auxiliary.py);
+    - `objective`, `aux_samples` as in the module docstring; `paper_auxiliary` picks the r of
+      the paper objective: `factorized` (Section 3.2) or `conditional` (Eq. 6);
+    - `hidden_dims`: an MLP on the context shared by the parts; `aux_hidden_dims`: r's MLPs;
+    - `jitter` (relative to sigma^2_ard) grows x10 on a failed Cholesky up to `max_jitter`.
 
     Zero prior mean: all t_n start near one linear function of the features (spread
     `init_output_spread`), S ~ N(0, I), omega = 1/c: z is then close to a mean-field Gaussian
@@ -113,13 +125,13 @@ class VGPHead(VariationalHead):
         variational_data_size: int = 500,
         latent_input_dim: int | None = None,
         inputs: str = "global",
-        outputs: str = "dense",
+        outputs: str = "global",
         outputs_rank: int = 32,
         objective: str = "collapsed",
         aux_samples: int = 0,
-        mean_field_scale: str = "context",
+        mean_field_scale: str = "tied",
         noise_ratio: float = 0.1,
-        prior_mean: str = "zero",
+        prior_mean: str = "identity",
         paper_auxiliary: str = "factorized",
         warp: str = "gp",
         aux_correction: str = "learned",
@@ -127,7 +139,7 @@ class VGPHead(VariationalHead):
         aux_hidden_dims: Sequence[int] = (256,),
         activation: str = "tanh",
         min_scale: float = 1e-4,
-        kernel_variance: float = 1.0,
+        kernel_variance: float = 0.01,
         kernel_inverse_lengthscale: float | None = None,
         init_output_spread: float = 0.1,
         init_noise_scale: float = 0.1,
@@ -135,111 +147,61 @@ class VGPHead(VariationalHead):
         max_jitter: float = 1e-2,
     ) -> None:
         super().__init__(spec)
-        self._cholesky_cache: tuple[tuple, JitteredCholesky] | None = None
-        _check_choice("inference.objective", objective, tuple(OBJECTIVES))
-        _check_choice("inference.inputs", inputs, INPUT_MODES)
-        _check_choice("inference.outputs", outputs, OUTPUT_MODES)
-        _check_choice("inference.mean_field_scale", mean_field_scale, SCALE_MODES)
-        _check_choice("inference.prior_mean", prior_mean, PRIOR_MEANS)
-        _check_choice("inference.paper_auxiliary", paper_auxiliary, PAPER_AUXILIARIES)
-        _check_choice("inference.warp", warp, WARPS)
-        _check_choice("inference.aux_correction", aux_correction, AUX_CORRECTIONS)
-        if aux_correction == "none" and (prior_mean != "identity" or mean_field_scale == "gp"):
-            raise ValueError(
-                "inference.aux_correction=none (r fixed at the inverse of the linear warp) needs "
-                "prior_mean=identity and mean_field_scale=context or tied; use learned"
-            )
-        if warp == "linear" and prior_mean == "zero" and mean_field_scale == "gp":
-            raise ValueError(
-                "inference.warp=linear under the zero prior mean needs mean_field_scale=context: "
-                "the affine fit has no GP to make the scale"
-            )
-        if aux_samples < 0 or variational_data_size < 1 or outputs_rank < 1:
-            raise ValueError(
-                "inference.aux_samples must be >= 0, variational_data_size and outputs_rank >= 1"
-            )
-        if aux_samples > 0 and objective == "paper":
-            raise ValueError(
-                "inference.aux_samples > 0 needs objective=collapsed or hierarchical: the paper "
-                "objective integrates f analytically and has no importance-weighted form"
-            )
-        if objective == "collapsed" and mean_field_scale == "gp":
-            raise ValueError(
-                "objective=collapsed needs a Gaussian z | xi, which a GP-made scale breaks; "
-                "use objective=hierarchical with inference.mean_field_scale=gp"
-            )
-        c_given = int(latent_input_dim or spec.z_dim)
-        if prior_mean == "identity" and (mean_field_scale == "gp" or c_given != spec.z_dim):
-            raise ValueError(
-                "inference.prior_mean=identity needs latent_input_dim = d (null) and "
-                "mean_field_scale=context or tied; use prior_mean=zero for other shapes"
-            )
-        if mean_field_scale == "tied" and (prior_mean != "identity" or noise_ratio <= 0):
-            raise ValueError(
-                "inference.mean_field_scale=tied needs prior_mean=identity and noise_ratio > 0"
-            )
-        if init_noise_scale <= min_scale:
-            raise ValueError(f"inference.init_noise_scale must exceed min_scale {min_scale}")
-        self.objective = objective
-        self.strategy = OBJECTIVES[objective]  # draws z and gives log q~ (vgp_objectives.py)
-        self.paper_auxiliary = paper_auxiliary
+        self.strategy = choose("inference.objective", objective, OBJECTIVES)  # vgp_objectives
+        inputs_part = choose("inference.inputs", inputs, VARIATIONAL_INPUTS)
+        outputs_part = choose("inference.outputs", outputs, VARIATIONAL_OUTPUTS)
+        scale_part = choose("inference.mean_field_scale", mean_field_scale, MEAN_FIELD_SCALES)
+        prior_mean_part = choose("inference.prior_mean", prior_mean, PRIOR_MEANS)
+        choose("inference.paper_auxiliary", paper_auxiliary, PAPER_AUXILIARIES)
+        warp_part = choose("inference.warp", warp, WARPS)
+        self.r_correction = choose("inference.aux_correction", aux_correction, AUX_CORRECTIONS)
+        refuse_combinations(
+            spec,
+            variational_data_size=variational_data_size,
+            latent_input_dim=latent_input_dim,
+            outputs_rank=outputs_rank,
+            objective=objective,
+            aux_samples=aux_samples,
+            mean_field_scale=mean_field_scale,
+            noise_ratio=noise_ratio,
+            prior_mean=prior_mean,
+            warp=warp,
+            aux_correction=aux_correction,
+            min_scale=min_scale,
+            init_noise_scale=init_noise_scale,
+        )
         self.aux_samples = int(aux_samples)
         self.min_scale = min_scale
         self.jitter = jitter
         self.max_jitter = max_jitter
         self.z_dim = spec.z_dim
-        self.latent_input_dim = c_given
+        self.latent_input_dim = int(latent_input_dim or spec.z_dim)
         self.data_size = int(variational_data_size)
-        self.f_dim = 2 * spec.z_dim if mean_field_scale == "gp" else spec.z_dim
-        self.noise_ratio = float(noise_ratio) if mean_field_scale == "tied" else None
-        self.prior_mean = prior_mean
-        self.warp = warp
-        self.aux_correction = aux_correction
+        self.f_dim = scale_part.gp_outputs_per_latent * spec.z_dim
+        self.inputs_mode, self.outputs_mode, self.outputs_rank = inputs, outputs, int(outputs_rank)
         m, c, f_dim = self.data_size, self.latent_input_dim, self.f_dim
         # the identity prior mean starts with zero residual outputs: q is then mean-field
-        spread = 0.0 if prior_mean == "identity" else init_output_spread
+        starts_mean_field = prior_mean_part.starts_mean_field
+        spread = 0.0 if starts_mean_field else init_output_spread
 
+        # created in this order: the parameters' initial values are these draws of torch's RNG
         self.kernel = ARDKernel(c, kernel_variance, kernel_inverse_lengthscale)
         self.feature_net = mlp(spec.context_dim, hidden_dims, None, activation)
         features = output_dim(spec.context_dim, hidden_dims)
-        if inputs == "global":
-            self.inputs = nn.Parameter(torch.randn(m, c))
-        else:
-            self.input_net = nn.Linear(features, m * c)
-            with torch.no_grad():  # S(h) starts at N(0, I) draws, weakly dependent on h
-                self.input_net.weight.mul_(init_output_spread)
-                self.input_net.bias.normal_()
-        if outputs == "dense":
-            self.output_net = _tied_linear(features, m, f_dim, spread)
-            if prior_mean == "identity":
-                with torch.no_grad():
-                    self.output_net.weight.zero_()
-                    self.output_net.bias.zero_()
-        elif outputs == "global":
-            self.global_outputs = nn.Parameter(spread * torch.randn(m, f_dim))
-        else:
-            self.offset_net = nn.Linear(features, f_dim)
-            if outputs == "low_rank":
-                self.left_net = nn.Linear(features, m * outputs_rank)
-            else:  # one basis over the m variational inputs, shared by all examples
-                self.basis = nn.Parameter(torch.randn(m, outputs_rank))
-            self.right_net = nn.Linear(features, outputs_rank * f_dim)
-            with torch.no_grad():  # U V starts at the spread of the dense form
-                self.right_net.weight.mul_(spread / math.sqrt(outputs_rank))
-                self.right_net.bias.mul_(spread / math.sqrt(outputs_rank))
-                if prior_mean == "identity":
-                    self.offset_net.weight.zero_()
-                    self.offset_net.bias.zero_()
-        self.inputs_mode, self.outputs_mode, self.outputs_rank = inputs, outputs, int(outputs_rank)
-        self.scale_net = nn.Linear(features, spec.z_dim) if mean_field_scale == "context" else None
-        if prior_mean == "identity":
-            self.location_net = nn.Linear(features, spec.z_dim)  # m(h)
-            self.warp_scale_net = nn.Linear(features, spec.z_dim)  # s(h), pre-softplus
-        if prior_mean == "identity" and self.scale_net is not None:
-            with torch.no_grad():  # sigma starts small and constant: z ~ m + s xi at first
-                self.scale_net.weight.zero_()
-                raw = init_noise_scale - min_scale
-                self.scale_net.bias.fill_(raw + math.log(-math.expm1(-raw)))  # softplus^-1
+        parts = VGPParts(
+            inputs=self._register_members(inputs_part(features, m, c, init_output_spread)),
+            outputs=self._register_members(
+                outputs_part(features, m, f_dim, self.outputs_rank, spread, starts_mean_field)
+            ),
+            mean_field_scale=self._register_members(
+                scale_part(features, spec.z_dim, noise_ratio, min_scale)
+            ),
+            prior_mean=self._register_members(prior_mean_part(features, spec.z_dim, min_scale)),
+            warp=warp_part(),
+        )
+        if starts_mean_field:  # sigma starts small and constant: z ~ m + s xi at first
+            parts.mean_field_scale.start_at(init_noise_scale)
+        self.parts = parts
         self.auxiliary = AuxiliaryModel(
             spec.context_dim,
             spec.z_dim,
@@ -250,6 +212,14 @@ class VGPHead(VariationalHead):
             activation,
             min_scale,
         )
+
+    def _register_members(self, part: Part) -> Part:
+        """Register `part`'s parameters and layers on the head under their own names."""
+        for name, parameter in part.named_parameters(recurse=False):
+            self.register_parameter(name, parameter)
+        for name, module in part.named_children():
+            self.add_module(name, module)
+        return part
 
     has_diagnostics = True
     has_auxiliary_samples = True
@@ -266,11 +236,13 @@ class VGPHead(VariationalHead):
     @property
     def evaluation_weight(self) -> str | None:
         """Which importance weight evaluation uses (recorded in metrics.json)."""
-        if self.objective == "paper":
-            return "collapsed (paper-trained head, its own r(xi | x, z)); E[w] = p(x)"
-        if self.objective == "hierarchical" and self.aux_samples == 0:
-            return "hierarchical, K = 0 (weights may have infinite variance; use aux_samples > 0)"
-        return f"{self.objective}, K = {self.aux_samples}; E[w] = p(x)"
+        return self.strategy.evaluation_weight(self.aux_samples)
+
+    def diagnostics(
+        self, context: Tensor, n_draws: int = 256, generator: torch.Generator | None = None
+    ) -> dict[str, float]:
+        """The warp statistics of docs/design.md, section 5.2 (vgp_statistics.py)."""
+        return warp_statistics(self, context, n_draws, generator)
 
     def start_as_identity_warp(self, noise_scale: float) -> None:
         """Set T = S and the mean-field scale to `noise_scale`: z starts near xi + noise.
@@ -281,12 +253,13 @@ class VGPHead(VariationalHead):
         modes stop in a single broad Gaussian. Needs global inputs, dense outputs, the
         context-made scale, the zero prior mean and c = d; other configurations are refused.
         """
+        inputs, outputs, scale = self.parts.inputs, self.parts.outputs, self.parts.mean_field_scale
         if not (
-            self.inputs_mode == "global"
-            and self.outputs_mode == "dense"
-            and self.scale_net is not None
+            isinstance(inputs, GlobalInputs)
+            and isinstance(outputs, DenseOutputNet)
+            and isinstance(scale, ContextScale)
             and self.latent_input_dim == self.z_dim
-            and self.prior_mean == "zero"
+            and isinstance(self.parts.prior_mean, ZeroPriorMean)
         ):
             raise ValueError(
                 "an identity start needs inputs=global, outputs=dense, prior_mean=zero, "
@@ -294,12 +267,8 @@ class VGPHead(VariationalHead):
             )
         if noise_scale <= self.min_scale:
             raise ValueError(f"identity_start must exceed min_scale, got {noise_scale}")
-        with torch.no_grad():
-            self.output_net.weight.zero_()
-            self.output_net.bias.copy_(self.inputs.reshape(-1))  # T = S, [M * d]
-            self.scale_net.weight.zero_()
-            raw = noise_scale - self.min_scale
-            self.scale_net.bias.fill_(raw + math.log(-math.expm1(-raw)))  # softplus^-1
+        outputs.start_at(inputs.inputs)  # T = S
+        scale.start_at(noise_scale)
 
     def forward(
         self,
@@ -334,50 +303,22 @@ class VGPHead(VariationalHead):
         """Variational data, Cholesky factor and mean-field scale for a `[B, C]`/`[S, B, C]` input.
 
         Everything per example is computed here, once per call: IS evaluation then draws
-        thousands of samples without recomputing T, S or sigma.
+        thousands of samples without recomputing T, S or sigma. Each part adds its piece.
         """
         if context.dim() not in (2, 3) or context.shape[-1] != self.spec.context_dim:
             raise ValueError(
                 f"VGP head expects a context [B, {self.spec.context_dim}] or "
                 f"[S, B, {self.spec.context_dim}], got {tuple(context.shape)}"
             )
+        parts = self.parts
         features = self.feature_net(context)  # [*batch, F]
-        batch = features.shape[:-1]
-        m, c, f_dim = self.data_size, self.latent_input_dim, self.f_dim
-        if self.inputs_mode == "amortized":
-            inputs = self.input_net(features).view(*batch, m, c)  # [*batch, M, c]
-            cholesky = self.factorize(inputs)
-        else:
-            inputs = self.inputs  # [M, c]
-            cholesky = self.global_cholesky()
-        outputs: VariationalOutputs
-        if self.outputs_mode == "dense":
-            outputs = DenseOutputs(self.output_net(features).view(*batch, m, f_dim))
-        elif self.outputs_mode == "global":
-            outputs = DenseOutputs(self.global_outputs)  # [M, d_f], shared by the batch
-        else:
-            r = self.outputs_rank
-            left = (
-                self.left_net(features).view(*batch, m, r)
-                if self.outputs_mode == "low_rank"
-                else self.basis  # [M, r], global
-            )
-            outputs = LowRankOutputs(
-                offset=self.offset_net(features),  # [*batch, d_f]
-                left=left,
-                right=self.right_net(features).view(*batch, r, f_dim),
-            )
-        scale = None
-        if self.scale_net is not None:
-            scale = positive_scale(self.scale_net(features), self.min_scale)  # [*batch, D]
+        inputs, cholesky = parts.inputs.inputs_and_factor(features, self.kernel, self.factorize)
+        outputs = parts.outputs(features)  # T: [*batch or (), M, d_f]
+        scale = parts.mean_field_scale.from_features(features)  # [*batch, D] or None
         data = VariationalData(context, inputs, cholesky, outputs, scale)
-        if self.warp == "linear" and self.prior_mean == "zero":
-            data.affine = affine_projector(inputs)  # P: [c + 1, M] or [*batch, c + 1, M]
-        if self.prior_mean == "identity":
-            data.location = self.location_net(features)  # [*batch, D]
-            data.warp_scale = positive_scale(self.warp_scale_net(features), self.min_scale)
-            if self.noise_ratio is not None:  # tied: sigma = noise_ratio * s(h)
-                data.scale = self.noise_ratio * data.warp_scale
+        parts.warp.prepare(data, parts.prior_mean)
+        parts.prior_mean.prepare(features, data)
+        parts.mean_field_scale.after_prior_mean(data)
         return data
 
     def factorize(self, inputs: Tensor) -> JitteredCholesky:
@@ -388,32 +329,6 @@ class VGPHead(VariationalHead):
             initial_jitter=self.jitter,
             max_jitter=self.max_jitter,
         )
-
-    def global_cholesky(self) -> JitteredCholesky:
-        """The factor of the global K_ss, computed once per minibatch and reused by every call.
-
-        DRAW calls the head once per step; with global inputs K_ss is the same at every step,
-        so it is factorized once. The cache is keyed on the parameters' versions (an optimizer
-        step or a loaded state invalidates it) and on the grad mode, and a backward pass through
-        the factor clears it (its graph is then spent).
-        """
-        parameters = [self.inputs, *self.kernel.parameters()]
-        key = (
-            tuple(parameter._version for parameter in parameters),
-            torch.is_grad_enabled(),
-            self.inputs.device,
-            self.inputs.dtype,
-        )
-        if self._cholesky_cache is not None and self._cholesky_cache[0] == key:
-            return self._cholesky_cache[1]
-        cholesky = self.factorize(self.inputs)
-        if cholesky.factor.requires_grad:
-            cholesky.factor.register_hook(self._forget_cholesky)
-        self._cholesky_cache = (key, cholesky)
-        return cholesky
-
-    def _forget_cholesky(self, gradient: Tensor) -> None:
-        self._cholesky_cache = None
 
     def gp_moments(self, data: VariationalData, xi: Tensor) -> tuple[Tensor, Tensor]:
         """Mean `[*lead, d_f]` and variance `[*lead]` of the GP g(xi) | (S, T) (Eq. 4)."""
@@ -428,19 +343,7 @@ class VGPHead(VariationalHead):
 
     def f_mean_variance(self, data: VariationalData, xi: Tensor) -> tuple[Tensor, Tensor]:
         """Mean `[*lead, d_f]` and variance `[*lead, 1 or d_f]` of q(f | xi) (Eq. 4, prior mean)."""
-        if self.warp == "linear":  # the control, no GP: m + s xi, or the affine fit of (S, T)
-            if data.affine is not None:
-                linear = data.outputs.mean(affine_weights(data.affine, xi))  # [*lead, d_f]
-            else:
-                assert data.location is not None and data.warp_scale is not None
-                linear = data.location + data.warp_scale * xi  # [*lead, D]
-            return linear, torch.zeros_like(linear[..., :1])
-        gp_mean, gp_variance = self.gp_moments(data, xi)
-        gp_variance = gp_variance.unsqueeze(-1)  # [*lead, 1]
-        if data.location is None or data.warp_scale is None:
-            return gp_mean, gp_variance
-        warped = data.location + data.warp_scale * (xi + gp_mean)  # m + s (xi + w^T T)
-        return warped, data.warp_scale.pow(2) * gp_variance
+        return self.parts.warp.f_mean_variance(data, xi, self.parts.prior_mean, self.gp_moments)
 
     def f_moments(self, data: VariationalData, xi: Tensor) -> tuple[Tensor, Tensor]:
         """Mean and scale of q(f | xi), each `[*lead, d_f]`."""
@@ -470,28 +373,16 @@ class VGPHead(VariationalHead):
         return mean, positive_scale(raw_scale, self.min_scale)
 
     def inverse_warp(self, data: VariationalData, z: Tensor) -> tuple[Tensor, Tensor] | None:
-        """The exact posterior of xi given z under the linear part of the warp, or None.
-
-        With z = m + s xi + tau eps per dimension, xi | z ~ N(s (z - m) / (s^2 + tau^2),
-        tau^2 / (s^2 + tau^2)); tau^2 = sigma^2 + s^2 sigma^2_ard bounds the noise from above.
-        r(xi | x, z) is this Gaussian corrected by its network, so it starts exact.
-        """
-        if data.location is None or data.warp_scale is None or data.scale is None:
-            return None
-        warp_variance = data.warp_scale.pow(2)
-        noise_variance = data.scale.pow(2)
-        if self.warp == "gp":
-            noise_variance = noise_variance + warp_variance * self.kernel.variance
-        total = warp_variance + noise_variance
-        return data.warp_scale * (z - data.location) / total, (noise_variance / total).sqrt()
+        """The exact posterior of xi given z under the linear part of the warp, or None (the
+        zero prior mean): r(xi | x, z) is this Gaussian corrected by its network, so it starts
+        exact (vgp_warp.IdentityPriorMean.inverse)."""
+        kernel = self.kernel if self.parts.warp.uses_gp else None
+        return self.parts.prior_mean.inverse(data, z, kernel)
 
     def r_xi(self, data: VariationalData, z: Tensor) -> tuple[Tensor, Tensor]:
         """Mean and scale of r(xi | x, z), each `[..., c]`."""
         inverse = self.inverse_warp(data, z)
-        if self.aux_correction == "none":
-            assert inverse is not None, "aux_correction=none needs the identity prior mean"
-            return inverse
-        return self.auxiliary.xi_given_z(data.context, z, inverse)
+        return self.r_correction(self.auxiliary, data.context, z, inverse)
 
     def sample(
         self, data: VariationalData, n_samples: int, generator: torch.Generator | None = None
@@ -541,135 +432,3 @@ class VGPHead(VariationalHead):
         log_ratio = self.strategy.psi_log_ratios(self, data, z, xi, r_xi, generator)  # [K, S, B]
         all_ratios = torch.cat([log_ratio_drawn.unsqueeze(0), log_ratio], dim=0)  # [K+1, S, B]
         return torch.logsumexp(all_ratios, dim=0) - math.log(count + 1)
-
-    @torch.no_grad()
-    def diagnostics(
-        self, context: Tensor, n_draws: int = 256, generator: torch.Generator | None = None
-    ) -> dict[str, float]:
-        """How much z depends on xi: the warp statistics of docs/design.md, section 5.2, per call.
-
-        Over `n_draws` latent inputs per example (contexts `[B, C]`; a per-sample `[S, B, C]`
-        context uses its first sample):
-        - `warp_share`: Var_xi[E[z | xi]] / E_xi[Var(z | xi)], averaged over examples and
-          dimensions (0: mean-field in disguise);
-        - `nonlinear_warp_share`: the same for the part of E[z | xi] no affine map of xi
-          explains (0 for a linear warp, which is itself mean-field); the least-squares
-          residual over its N - (c + 1) degrees of freedom, since an in-sample fit of c + 1
-          coefficients absorbs a share (c + 1) / N of it (at least 2 (c + 1) draws are used);
-        - `warp_rank`: the number of directions E[z | xi] moves in (singular values of the
-          centred means above 1e-3 of the largest), averaged over examples;
-        - `variance_dispersion`: Var_xi[Var(z | xi)] / E_xi[Var(z | xi)]^2, averaged over
-          examples and dimensions: how much the spread of z changes with xi (0 for a constant
-          spread; the GP variance s(h)^2 v(xi) makes q(z) a scale mixture even when the mean
-          warp is affine);
-        - `total_correlation`: 1/2 (sum log diag(Sigma) - log det Sigma) in nats, averaged over
-          examples, for Sigma = L^T L + diag(E_xi Var(z | xi) + the nonlinear residual), L the
-          affine part of the warp: what correlation between the coordinates of z is worth to
-          the entropy (0 for a mean-field q; a non-diagonal affine warp makes q(z | x) a
-          correlated Gaussian). The fitted slopes' own noise inflates L^T L by the trace of
-          (X^T X)^-1 over the slopes times the residual covariance (X the draws' design, its
-          intercept column included); that is subtracted and the result projected onto the
-          positive semidefinite matrices (exact in expectation for residuals of one spread
-          whatever xi; a nonlinear part that grows with |xi| leaves some of the inflation).
-        """
-        with torch.autocast(device_type=context.device.type, enabled=False):
-            context = context[0] if context.dim() == 3 else context
-            data = self.prepare(context.to(self.kernel.variance.dtype))
-            batch = context.shape[0]
-            n_draws = max(n_draws, 2 * (self.latent_input_dim + 1))  # a fit of c + 1 per D
-            xi = torch.randn(
-                (n_draws, batch, self.latent_input_dim),
-                generator=generator,
-                device=context.device,
-                dtype=context.dtype,
-            )
-            f_mean, f_scale = self.f_moments(data, xi)  # [N, B, d_f]
-            if data.scale is not None:
-                mean, variance = f_mean, f_scale.pow(2) + data.scale.pow(2)
-            else:  # the GP makes the scale: the mean-field mean is the first half of f
-                mean, raw = f_mean.chunk(2, dim=-1)
-                variance = f_scale[..., : self.z_dim].pow(2) + positive_scale(
-                    raw, self.min_scale
-                ).pow(2)
-            centred = (mean - mean.mean(0)).double().movedim(1, 0)  # [B, N, D]
-            variance = variance.double()  # [N, B, D]
-            expected_variance = variance.mean(0)  # [B, D]
-            share = centred.pow(2).sum(1) / (n_draws - 1) / expected_variance
-            design = (
-                torch.cat([torch.ones_like(xi[..., :1]), xi], dim=-1).double().movedim(1, 0)
-            )  # [B, N, c + 1]
-            coefficients = torch.linalg.lstsq(design, centred).solution  # [B, c + 1, D]
-            residuals = centred - design @ coefficients  # [B, N, D]
-            residual_covariance = residual_covariance_of_fit(residuals, design.shape[-1])
-            residual = residual_covariance.diagonal(dim1=-2, dim2=-1)  # [B, D]
-            nonlinear = residual / expected_variance
-            dispersion = variance.var(0) / expected_variance.pow(2)  # [B, D]
-            linear = coefficients[:, 1:, :]  # [B, c, D]: E[z | xi] ~ a + linear^T xi
-            affine = debiased_affine_covariance(linear, design, residual_covariance)
-            total_correlation = gaussian_total_correlation(
-                affine + torch.diag_embed(expected_variance + residual)
-            )  # [B]
-            singular = torch.linalg.svdvals(centred)  # [B, min(N, D)]
-            rank = (singular > 1e-3 * singular[:, :1]).sum(-1).double()
-        return {
-            "warp_share": float(share.mean()),
-            "nonlinear_warp_share": float(nonlinear.mean()),
-            "warp_rank": float(rank.mean()),
-            "variance_dispersion": float(dispersion.mean()),
-            "total_correlation": float(total_correlation.mean()),
-        }
-
-
-def residual_covariance_of_fit(residuals: Tensor, parameters: int) -> Tensor:
-    """Covariance `[B, D, D]` of least-squares residuals `[B, N, D]` of a fit with `parameters`
-    coefficients: their cross-products over N - parameters degrees of freedom (unbiased for
-    residuals whose spread does not depend on the regressors)."""
-    degrees_of_freedom = residuals.shape[-2] - parameters
-    if degrees_of_freedom < 1:
-        raise ValueError(
-            f"the warp statistics fit {parameters} coefficients per coordinate to "
-            f"{residuals.shape[-2]} draws of xi; use more draws than {parameters}"
-        )
-    return residuals.transpose(-2, -1) @ residuals / degrees_of_freedom
-
-
-def debiased_affine_covariance(
-    slopes: Tensor, design: Tensor, residual_covariance: Tensor
-) -> Tensor:
-    """L^T L `[B, D, D]` from fitted slopes L `[B, c, D]` without the slopes' noise.
-
-    With Cov(L_k) = (X^T X)^-1_kk Psi for the design X `[B, N, c + 1]` (intercept first) and
-    residual covariance Psi, E[L^T L] exceeds the true one by tr((X^T X)^-1 over the slopes) Psi;
-    the difference is projected onto the positive semidefinite matrices, as L^T L is.
-    """
-    gram_inverse = torch.linalg.inv(design.transpose(-2, -1) @ design)  # [B, c + 1, c + 1]
-    inflation = gram_inverse[..., 1:, 1:].diagonal(dim1=-2, dim2=-1).sum(-1)  # [B]
-    raw = slopes.transpose(-2, -1) @ slopes - inflation[..., None, None] * residual_covariance
-    eigenvalues, eigenvectors = torch.linalg.eigh(raw)
-    return (eigenvectors * eigenvalues.clamp_min(0.0).unsqueeze(-2)) @ eigenvectors.transpose(
-        -2, -1
-    )
-
-
-def gaussian_total_correlation(covariance: Tensor) -> Tensor:
-    """1/2 (sum_i log Sigma_ii - log det Sigma) of covariances `[B, D, D]`, `[B]`: the KL from
-    a Gaussian to the product of its marginals (0 exactly when Sigma is diagonal)."""
-    log_diagonal = covariance.diagonal(dim1=-2, dim2=-1).log().sum(-1)
-    return 0.5 * (log_diagonal - torch.linalg.slogdet(covariance).logabsdet)
-
-
-def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
-
-
-def _tied_linear(in_dim: int, rows: int, width: int, spread: float) -> nn.Linear:
-    """Linear in_dim -> rows * width whose rows start equal up to a relative `spread`."""
-    layer = nn.Linear(in_dim, rows * width)
-    common = nn.Linear(in_dim, width)
-    with torch.no_grad():
-        weight = layer.weight.view(rows, width, in_dim)
-        weight.copy_(common.weight + spread * weight)
-        bias = layer.bias.view(rows, width)
-        bias.copy_(common.bias + spread * bias)
-    return layer

@@ -56,6 +56,8 @@ class Draw:
 class Objective(ABC):
     """An objective of the VGP: how z is drawn given xi, and its log-ratios."""
 
+    name: str  # inference.objective
+
     @abstractmethod
     def draw(
         self,
@@ -86,12 +88,18 @@ class Objective(ABC):
     def auxiliary_structure(self, paper_auxiliary: str) -> str:
         """Which factorization of r the objective needs (see AuxiliaryModel)."""
 
+    def evaluation_weight(self, aux_samples: int) -> str:
+        """Which importance weight evaluation uses with K = `aux_samples` (metrics.json)."""
+        return f"{self.name}, K = {aux_samples}; E[w] = p(x)"
+
 
 class Collapsed(Objective):
     """f integrated out, z Gaussian given xi: q(z | xi) = N(mu(xi), diag(s2(xi) + sigma^2)),
 
     log q~ = log q(z | xi) + log q(xi) - log r(xi | x, z).
     """
+
+    name = "collapsed"
 
     def draw(
         self,
@@ -131,6 +139,8 @@ class Hierarchical(Objective):
     log q~ = log q(z | f) + log q(f | xi) + log q(xi) - log r(xi | x, z) - log r(f | xi, x, z).
     """
 
+    name = "hierarchical"
+
     def draw(
         self,
         head: VGPFamily,
@@ -167,6 +177,11 @@ class Hierarchical(Objective):
     def auxiliary_structure(self, paper_auxiliary: str) -> str:
         return "xi_then_f"
 
+    def evaluation_weight(self, aux_samples: int) -> str:
+        if aux_samples == 0:
+            return "hierarchical, K = 0 (weights may have infinite variance; use aux_samples > 0)"
+        return super().evaluation_weight(aux_samples)
+
 
 class Paper(Objective):
     """Eq. 7 as printed, with the analytic KL(q(f | xi) || r(f | .)), r(f | x, z) or
@@ -177,6 +192,8 @@ class Paper(Objective):
     A valid bound, looser than the collapsed one; its weight has E[w] < p(x), so a
     paper-trained head is evaluated with the collapsed weight (the family is the same).
     """
+
+    name = "paper"
 
     def draw(
         self,
@@ -209,9 +226,17 @@ class Paper(Objective):
         return COLLAPSED
 
     def auxiliary_structure(self, paper_auxiliary: str) -> str:
-        return "xi_then_f" if paper_auxiliary == "conditional" else "factorized"
+        return PAPER_AUXILIARIES[paper_auxiliary]
+
+    def evaluation_weight(self, aux_samples: int) -> str:
+        return "collapsed (paper-trained head, its own r(xi | x, z)); E[w] = p(x)"
 
 
+# inference.paper_auxiliary: the r of the paper objective, as an AuxiliaryModel structure
+PAPER_AUXILIARIES = {
+    "factorized": "factorized",  # r(xi | x, z) r(f | x, z) (Section 3.2)
+    "conditional": "xi_then_f",  # r(xi | x, z) r(f | xi, x, z) (Eq. 6)
+}
 COLLAPSED = Collapsed()
 OBJECTIVES: dict[str, Objective] = {
     "collapsed": COLLAPSED,

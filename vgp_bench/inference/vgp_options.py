@@ -1,0 +1,78 @@
+"""The VGP's options: the part each name chooses, and the combinations refused.
+
+Every choice (`inference.inputs`, `outputs`, `prior_mean`, `mean_field_scale`, `warp`,
+`aux_correction`, `objective`, `paper_auxiliary`) is a registry, a dict from the name to what
+it selects, next to the parts it holds; `choose` is their one check and error message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypeVar
+
+from vgp_bench.inference.base import SiteSpec
+
+Choice = TypeVar("Choice")
+
+
+def choose(key: str, name: str, choices: Mapping[str, Choice]) -> Choice:
+    """The part `name` selects among `choices` of the config key `key`, or a ValueError that
+    lists them."""
+    if name not in choices:
+        raise ValueError(f"{key} must be one of {list(choices)}, got {name!r}")
+    return choices[name]
+
+
+def refuse_combinations(
+    spec: SiteSpec,
+    *,
+    variational_data_size: int,
+    latent_input_dim: int | None,
+    outputs_rank: int,
+    objective: str,
+    aux_samples: int,
+    mean_field_scale: str,
+    noise_ratio: float,
+    prior_mean: str,
+    warp: str,
+    aux_correction: str,
+    min_scale: float,
+    init_noise_scale: float,
+) -> None:
+    """Raise a ValueError naming the keys for options that do not work together."""
+    if aux_correction == "none" and (prior_mean != "identity" or mean_field_scale == "gp"):
+        raise ValueError(
+            "inference.aux_correction=none (r fixed at the inverse of the linear warp) needs "
+            "prior_mean=identity and mean_field_scale=context or tied; use learned"
+        )
+    if warp == "linear" and prior_mean == "zero" and mean_field_scale == "gp":
+        raise ValueError(
+            "inference.warp=linear under the zero prior mean needs mean_field_scale=context: "
+            "the affine fit has no GP to make the scale"
+        )
+    if aux_samples < 0 or variational_data_size < 1 or outputs_rank < 1:
+        raise ValueError(
+            "inference.aux_samples must be >= 0, variational_data_size and outputs_rank >= 1"
+        )
+    if aux_samples > 0 and objective == "paper":
+        raise ValueError(
+            "inference.aux_samples > 0 needs objective=collapsed or hierarchical: the paper "
+            "objective integrates f analytically and has no importance-weighted form"
+        )
+    if objective == "collapsed" and mean_field_scale == "gp":
+        raise ValueError(
+            "objective=collapsed needs a Gaussian z | xi, which a GP-made scale breaks; "
+            "use objective=hierarchical with inference.mean_field_scale=gp"
+        )
+    c_given = int(latent_input_dim or spec.z_dim)
+    if prior_mean == "identity" and (mean_field_scale == "gp" or c_given != spec.z_dim):
+        raise ValueError(
+            "inference.prior_mean=identity needs latent_input_dim = d (null) and "
+            "mean_field_scale=context or tied; use prior_mean=zero for other shapes"
+        )
+    if mean_field_scale == "tied" and (prior_mean != "identity" or noise_ratio <= 0):
+        raise ValueError(
+            "inference.mean_field_scale=tied needs prior_mean=identity and noise_ratio > 0"
+        )
+    if init_noise_scale <= min_scale:
+        raise ValueError(f"inference.init_noise_scale must exceed min_scale {min_scale}")
