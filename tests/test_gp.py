@@ -13,6 +13,7 @@ from vgp_bench.gp import (
     cholesky_with_jitter,
     conditional_mean_variance,
     conditional_weights,
+    inverse_route,
     uses_inverse_route,
 )
 from vgp_bench.gp.cholesky import jitter_levels
@@ -229,3 +230,22 @@ def test_weights_solve_the_kernel_system_and_shapes_are_checked():
         conditional_weights(
             kernel, inputs.expand(3, 7, 2), cholesky.factor.expand(3, 7, 7), query, cholesky.jitter
         )
+
+
+def test_a_kept_inverse_route_gives_the_numbers_of_a_fresh_one():
+    # an evaluation forms L^{-1} and L^{-1} T once per batch and keeps them for every chunk
+    generator = torch.Generator().manual_seed(5)
+    kernel = make_kernel(2, generator)
+    inputs = torch.randn(9, 2, generator=generator, dtype=DTYPE)
+    outputs = DenseOutputs(torch.randn(5, 9, 4, generator=generator, dtype=DTYPE))
+    cholesky = cholesky_with_jitter(kernel(inputs, inputs), kernel.variance)
+    with torch.no_grad():  # as the evaluation forms it (in grad mode matmul may group apart)
+        route = inverse_route(cholesky.factor, outputs)
+        for seed in range(3):  # three chunks of queries
+            query = torch.randn(
+                40, 5, 2, generator=torch.Generator().manual_seed(seed), dtype=DTYPE
+            )
+            arguments = (kernel, inputs, cholesky.factor, outputs, query, cholesky.jitter)
+            fresh = conditional_mean_variance(*arguments)
+            kept = conditional_mean_variance(*arguments, route)
+            assert torch.equal(fresh[0], kept[0]) and torch.equal(fresh[1], kept[1])

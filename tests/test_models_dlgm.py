@@ -57,3 +57,18 @@ def test_grey_levels_are_refused() -> None:
 def test_mismatched_layer_config_is_explained() -> None:
     with pytest.raises(ValueError, match="one entry per stochastic layer"):
         DLGM((1, 6, 6), [4, 2], [[8]])
+
+
+def test_the_runner_checks_its_images_once_at_load_not_in_every_step() -> None:
+    # the check reads the batch on the host every call; the runner's batches come from an
+    # ImageSplit, binary by construction, so components built from a config skip it
+    from tests.helpers import TINY, compose_config
+    from vgp_bench.data.base import ImageSplit
+    from vgp_bench.run.build import build_components
+
+    parts = build_components(compose_config(TINY))
+    assert parts.model.checks_inputs is False
+    batch = parts.data.train.gather(torch.arange(8), torch.Generator().manual_seed(0))
+    assert set(batch.unique().tolist()) <= {0.0, 1.0}
+    with pytest.raises(ValueError, match="binary"):  # a grey split is refused at load instead
+        ImageSplit(torch.full((2, 1, 28, 28), 128, dtype=torch.uint8))

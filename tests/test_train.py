@@ -15,7 +15,7 @@ import torch
 from hydra.errors import ConfigCompositionException
 
 from tests.helpers import REPO, TINY, compose_config
-from vgp_bench.errors import NonFiniteTrainingError
+from vgp_bench.errors import ConfigError, NonFiniteTrainingError
 from vgp_bench.run.build import build_components
 from vgp_bench.run.checkpoint import load_checkpoint, save_checkpoint
 from vgp_bench.run.train import train
@@ -254,11 +254,20 @@ def test_compile_falls_back_to_eager_with_a_warning(tmp_path: Path, monkeypatch)
         return fails
 
     monkeypatch.setattr(torch, "compile", broken_compile)
+    # the Trainer itself: vgp-train refuses compile on CPU before it gets this far (below)
+    cfg = compose_config([*TINY, "trainer.compile=true", "trainer.max_steps=2"])
+    trainer = Trainer(cfg, tmp_path, build_components(cfg))
     with pytest.warns(UserWarning, match="falling back to eager"):
-        metrics = train(
-            compose_config([*TINY, "trainer.compile=true", "trainer.max_steps=2"]), tmp_path
-        )
-    assert metrics["status"] == "finished" and metrics["steps"] == 2
+        trainer.prepare_objective()
+        stats = trainer.training_step(torch.arange(4))
+    assert stats.finite and torch.isfinite(stats.bound)
+
+
+def test_compile_is_refused_on_cpu_with_the_measured_reason(tmp_path: Path) -> None:
+    cfg = compose_config([*TINY, "device=cpu", "trainer.compile=true"])
+    with pytest.raises(ConfigError, match="refused on CPU: compiled steps measured slower"):
+        train(cfg, tmp_path / "run")
+    assert not (tmp_path / "run").exists()  # refused before anything was written
 
 
 def test_unknown_precision_is_a_clear_error(tmp_path: Path) -> None:

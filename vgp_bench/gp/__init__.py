@@ -7,6 +7,7 @@ from vgp_bench.gp.conditional import (
     VariationalOutputs,
     conditional_mean_variance,
     conditional_weights,
+    inverse_route,
     uses_inverse_route,
 )
 from vgp_bench.gp.kernels import ARDKernel, ard_kernel
@@ -21,5 +22,6 @@ __all__ = [
     "cholesky_with_jitter",
     "conditional_mean_variance",
     "conditional_weights",
+    "inverse_route",
     "uses_inverse_route",
 ]

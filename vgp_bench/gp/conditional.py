@@ -120,6 +120,22 @@ def uses_inverse_route(inputs: Tensor, outputs: VariationalOutputs, query: Tenso
     return queries_per_factor >= INVERSE_ROUTE_QUERIES_PER_INPUT * inputs.shape[-2]
 
 
+@dataclass
+class InverseRoute:
+    """L^{-1} `[*I, M, M]` and L^{-1} T `[*O, M, d]`: what the inverse route forms once per
+    factor and outputs (a head keeps it for every chunk of an evaluation's samples)."""
+
+    inverse_factor: Tensor
+    projected_outputs: Tensor
+
+
+def inverse_route(factor: Tensor, outputs: DenseOutputs) -> InverseRoute:
+    """L^{-1} by one triangular solve against I, and L^{-1} T."""
+    identity = torch.eye(factor.shape[-1], dtype=factor.dtype, device=factor.device)
+    inverse_factor = solve_triangular(factor, identity, upper=False)  # L^{-1} [*I, M, M]
+    return InverseRoute(inverse_factor, inverse_factor @ outputs.outputs)
+
+
 def conditional_by_inverse(
     kernel: ARDKernel,
     inputs: Tensor,
@@ -127,25 +143,43 @@ def conditional_by_inverse(
     outputs: DenseOutputs,
     query: Tensor,
     min_variance: Tensor,
+    route: InverseRoute | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Eq. 4 through L^{-1}: a = L^{-1} k_sx, mean = a^T (L^{-1} T), variance k - ||a||^2.
 
     The same mean `[*lead, d]` and variance `[*lead]` as `conditional_weights` with
-    `DenseOutputs.mean`, by matrix products: L^{-1} and L^{-1} T are formed once per factor.
+    `DenseOutputs.mean`, by matrix products: L^{-1} and L^{-1} T are formed once per factor
+    (`route`, when the caller kept it from an earlier call on the same factor and outputs).
     """
     lead, batch = query.shape[:-1], inputs.shape[:-2]
+    route = inverse_route(factor, outputs) if route is None else route
+    floor = min_variance.unsqueeze(-1) if min_variance.dim() else min_variance
+    if not batch and len(lead) == 2 and route.projected_outputs.dim() == 3:
+        return example_major_by_inverse(kernel, inputs, route, query, floor)
     count = _split_lead(lead, batch, "inputs")
     columns = query.reshape(count, *batch, query.shape[-1]).movedim(0, -2)  # [*I, n, c]
     cross = kernel(inputs, columns)  # [*I, M, n]
-    identity = torch.eye(factor.shape[-1], dtype=factor.dtype, device=factor.device)
-    inverse_factor = solve_triangular(factor, identity, upper=False)  # L^{-1} [*I, M, M]
-    projection = inverse_factor @ cross  # a: [*I, M, n]
+    projection = route.inverse_factor @ cross  # a: [*I, M, n]
     variance = kernel.diagonal(columns) - projection.pow(2).sum(-2)  # [*I, n]
-    floor = min_variance.unsqueeze(-1) if min_variance.dim() else min_variance
     variance = variance.maximum(floor).movedim(-1, 0).reshape(lead)
-    projected_outputs = inverse_factor @ outputs.outputs  # L^{-1} T [*O, M, d]
     projection = projection.movedim(-1, 0).reshape(*lead, inputs.shape[-2])  # [*lead, M]
-    return batched_contract(projection, projected_outputs), variance
+    return batched_contract(projection, route.projected_outputs), variance
+
+
+def example_major_by_inverse(
+    kernel: ARDKernel, inputs: Tensor, route: InverseRoute, query: Tensor, floor: Tensor
+) -> tuple[Tensor, Tensor]:
+    """`conditional_by_inverse` for global inputs `[M, c]`, queries `[S, B, c]` and per-example
+    outputs `[B, M, d]` (an evaluation's chunk): the S queries of each example side by side,
+    so that a = L^{-1} k_sx is read as B blocks `[S, M]` by the products with L^{-1} T without
+    copying it; the mean `[S, B, d]` and variance `[S, B]`, each column's numbers unchanged."""
+    samples, examples, width = query.shape
+    columns = query.transpose(0, 1).reshape(examples * samples, width)  # [B S, c]
+    projection = route.inverse_factor @ kernel(inputs, columns)  # a: [M, B S]
+    variance = kernel.diagonal(columns) - projection.pow(2).sum(-2)  # [B S]
+    variance = variance.maximum(floor).reshape(examples, samples).transpose(0, 1)  # [S, B]
+    rows = projection.transpose(0, 1).reshape(examples, samples, -1)  # [B, S, M], a view
+    return (rows @ route.projected_outputs).transpose(0, 1), variance  # [S, B, d]
 
 
 def conditional_mean_variance(
@@ -155,10 +189,12 @@ def conditional_mean_variance(
     outputs: VariationalOutputs,
     query: Tensor,
     min_variance: Tensor,
+    route: InverseRoute | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Mean `[*lead, d]` and variance `[*lead]` of f(xi) given the variational data (Eq. 4)."""
+    """Mean `[*lead, d]` and variance `[*lead]` of f(xi) given the variational data (Eq. 4);
+    `route`: L^{-1} and L^{-1} T kept from an earlier call, for the inverse route."""
     if isinstance(outputs, DenseOutputs) and uses_inverse_route(inputs, outputs, query):
-        return conditional_by_inverse(kernel, inputs, factor, outputs, query, min_variance)
+        return conditional_by_inverse(kernel, inputs, factor, outputs, query, min_variance, route)
     weights, variance = conditional_weights(kernel, inputs, factor, query, min_variance)
     return outputs.mean(weights), variance
 

@@ -339,6 +339,7 @@ class VGPHead(VariationalHead):
             data.outputs,
             xi,
             data.cholesky.jitter,
+            data.route_for(xi),
         )
 
     def f_mean_variance(self, data: VariationalData, xi: Tensor) -> tuple[Tensor, Tensor]:

@@ -20,6 +20,10 @@ class LatentVariableModel(nn.Module, ABC):
     """
 
     sites: dict[str, SiteSpec]
+    # Whether a pass refuses x outside {0, 1} (`check_binary`: a read of the batch on the host,
+    # and a graph break under torch.compile). The runner turns it off: its batches come from
+    # ImageSplits, binary by construction (fixed splits checked at load, dynamic ones drawn).
+    checks_inputs: bool = True
 
     def __init__(self, x_shape: tuple[int, int, int]) -> None:
         super().__init__()

@@ -113,7 +113,7 @@ class DLGM(LatentVariableModel):
         for stack in self.feature_stacks:
             hidden = stack(hidden)
             features.append(hidden)
-        return torch.cat(features, dim=-1)
+        return features[0] if len(features) == 1 else torch.cat(features, dim=-1)
 
     def log_prior(self, latents: Sequence[Tensor]) -> Tensor:
         """log p(z_L) + sum_l log p(z_l | z_{l+1}), `[S, B]`."""
@@ -149,7 +149,8 @@ class DLGM(LatentVariableModel):
     ) -> Callable[[int, torch.Generator | None], Tensor]:
         """The input check, the recognition features and the head's per-example work once;
         then log w `[S, B]` chunk after chunk, the numbers `forward` gives per chunk."""
-        check_binary(x)
+        if self.checks_inputs:
+            check_binary(x)
         pixels = x.flatten(1)  # [B, P]
 
         def log_joint(z: Tensor) -> Tensor:
@@ -171,7 +172,8 @@ class DLGM(LatentVariableModel):
         n_samples: int = 1,
         generator: torch.Generator | None = None,
     ) -> Trace:
-        check_binary(x)
+        if self.checks_inputs:
+            check_binary(x)
         site = self.draw_latents(x, heads, n_samples, generator)
         log_likelihood, log_prior = self.log_joint_terms(x.flatten(1), site.z)
         return Trace(

@@ -101,7 +101,8 @@ class DRAW(LatentVariableModel):
                 f"DRAW expects x of shape [B, {', '.join(map(str, self.x_shape))}], "
                 f"got {tuple(x.shape)}"
             )
-        check_binary(x)
+        if self.checks_inputs:
+            check_binary(x)
 
     def _infer(
         self, x: Tensor, heads: nn.ModuleDict, n_samples: int, generator: torch.Generator | None

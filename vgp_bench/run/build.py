@@ -57,6 +57,7 @@ def build_components(
     model = build(cfg.model, x_shape=data.x_shape)
     model.start_from_data(data.train.pixel_means())
     model = model.to(device)
+    model.checks_inputs = False  # every batch comes from an ImageSplit: binary by construction
     heads = build_heads(build(cfg.inference), model.sites).to(device)
     train_model = bool(cfg.trainer.get("train_model", True))
     model.requires_grad_(train_model)  # false: only the inference heads train

@@ -52,10 +52,15 @@ def check_run_folder(path: Path) -> None:
 def check_train_start(cfg: DictConfig, overrides: Sequence[str], run_dir: Path) -> None:
     """What vgp-train checks before its run folder exists."""
     from vgp_bench.run.checkpoint import initial_model
-    from vgp_bench.run.settings import check_added_keys, check_train_settings
+    from vgp_bench.run.settings import (
+        check_added_keys,
+        check_compile_device,
+        check_train_settings,
+    )
 
     check_added_keys(overrides, cfg)
     check_train_settings(cfg)
+    check_compile_device(cfg)
     check_run_folder(run_dir)
     if not run_dir.exists():  # a fresh start: trainer.init_model is used
         initial_model(cfg)

@@ -23,7 +23,7 @@ from vgp_bench.run.failures import USER_ERRORS, print_error
 from vgp_bench.run.metrics import RunRecord
 from vgp_bench.run.run_folder import agreed_plan
 from vgp_bench.run.runtime import apply_threads
-from vgp_bench.run.settings import check_train_settings
+from vgp_bench.run.settings import check_compile_device, check_train_settings
 from vgp_bench.run.signals import (
     run_command,
 )
@@ -40,6 +40,7 @@ def train(
     is used by all.
     """
     check_train_settings(cfg)
+    check_compile_device(cfg)
     apply_threads(cfg.get("threads"))
     context = init_distributed(cfg.trainer.get("ddp_backend"))
     try:
