@@ -159,7 +159,7 @@ CONFIGURATIONS = [
     {"objective": "hierarchical", "outputs": "low_rank", "outputs_rank": 3},
     {"objective": "hierarchical", "aux_samples": 2, "mean_field_scale": "gp"},
     {"objective": "paper", "inputs": "amortized", "outputs": "low_rank", "outputs_rank": 3},
-    {"objective": "paper", "hidden_dims": (8,), "mean_field_scale": "gp"},
+    {"objective": "paper", "hidden_dims": (8,), "mean_field_scale": "context"},
     {"objective": "collapsed", "outputs": "shared_basis", "outputs_rank": 3},
     {"objective": "hierarchical", "outputs": "shared_basis", "outputs_rank": 2, "aux_samples": 2},
 ]

@@ -88,3 +88,22 @@ def test_vgp_fit_fits_the_paper_form() -> None:
     assert black_box_options("vgp") == dict(composed)
     head = build_head("vgp", 2)
     assert isinstance(head, VGPHead) and is_paper_form(head) and head.data_size == 32
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"objective": "paper", "mean_field_scale": "gp"}, "evaluated by the collapsed weight"),
+        ({"warp": "linear", "objective": "hierarchical"}, "warp=linear needs objective=collapsed"),
+        ({"warp": "linear", "objective": "paper"}, "warp=linear needs objective=collapsed"),
+    ],
+)
+def test_combinations_that_could_not_be_evaluated_are_refused_at_start(options, says) -> None:
+    # both trained, then failed at the test (an assertion) or gave non-finite bounds
+    from vgp_bench.errors import ConfigError
+    from vgp_bench.inference.base import SiteSpec
+    from vgp_bench.inference.vgp import VGPHead
+
+    spec = SiteSpec(context_dim=6, z_dim=3)
+    with pytest.raises(ConfigError, match=says):
+        VGPHead(spec, prior_mean="zero", variational_data_size=4, **options)

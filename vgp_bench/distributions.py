@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from vgp_bench.errors import ConfigError
+
 LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -41,7 +43,7 @@ def positive_scale(raw: Tensor, minimum: float = 1e-4, link: str = "softplus") -
 def check_scale_link(link: str, key: str) -> None:
     """Refuse a scale link other than softplus or exp, naming the config key."""
     if link not in SCALE_LINKS:
-        raise ValueError(f"{key} must be {' or '.join(SCALE_LINKS)}, got {link!r}")
+        raise ConfigError(f"{key} must be {' or '.join(SCALE_LINKS)}, got {link!r}")
 
 
 def bernoulli_log_prob(logits: Tensor, x: Tensor) -> Tensor:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from vgp_bench.errors import ConfigError
+
 
 def bound(log_weights: Tensor) -> Tensor:
     """The Monte Carlo lower bound E_q[log p(x, z) - log q~(z)] per data point, `[B]`."""
@@ -80,7 +82,7 @@ def training_bound(objective: str) -> Callable[[Tensor], Tensor]:
     `elbo` at k = 1.
     """
     if objective not in TRAINING_BOUNDS:
-        raise ValueError(
+        raise ConfigError(
             f"trainer.objective must be one of {', '.join(TRAINING_BOUNDS)}, got {objective!r} "
             "(the number of samples k is trainer.n_samples)"
         )

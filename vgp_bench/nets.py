@@ -7,6 +7,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from vgp_bench.errors import ConfigError
+
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
 
 
@@ -15,7 +17,7 @@ def mlp(
 ) -> nn.Sequential:
     """Linear layers with `activation` after each hidden layer; no activation on the output."""
     if activation not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {activation!r}; choose one of {sorted(ACTIVATIONS)}")
+        raise ConfigError(f"unknown activation {activation!r}; choose one of {sorted(ACTIVATIONS)}")
     layers: list[nn.Module] = []
     width = in_dim
     for hidden in hidden_dims:
@@ -39,7 +41,7 @@ def initialize(module: nn.Module, scheme: str, key: str = "init") -> None:
     `glorot_uniform` draws weights from U(-a, a), a = sqrt(6 / (fan_in + fan_out)) (Glorot &
     Bengio 2010), and zeroes the biases, as Burda et al. (2016) start their networks."""
     if scheme not in INITIALIZATIONS:
-        raise ValueError(f"{key} must be {' or '.join(INITIALIZATIONS)}, got {scheme!r}")
+        raise ConfigError(f"{key} must be {' or '.join(INITIALIZATIONS)}, got {scheme!r}")
     if scheme == "default":
         return
     with torch.no_grad():

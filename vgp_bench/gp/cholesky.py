@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from vgp_bench.errors import ConfigError
+
 
 @dataclass
 class JitteredCholesky:
@@ -21,7 +23,7 @@ class JitteredCholesky:
 def jitter_levels(initial: float, growth: float, maximum: float) -> list[float]:
     """Relative jitters tried in order: initial, initial*growth, ... up to `maximum`."""
     if initial <= 0 or growth <= 1 or maximum < initial:
-        raise ValueError(
+        raise ConfigError(
             f"need 0 < jitter <= max_jitter and growth > 1, got {initial}, {maximum}, {growth}"
         )
     count = math.floor(math.log(maximum / initial) / math.log(growth) + 1e-9) + 1

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from vgp_bench.distributions import normal_log_prob, positive_scale
+from vgp_bench.errors import ConfigError
 from vgp_bench.inference.base import LogJoint, SiteSample, SiteSpec, VariationalHead
 from vgp_bench.inference.mean_field import MeanFieldHead
 from vgp_bench.nets import mlp
@@ -133,7 +134,7 @@ class HVIHead(VariationalHead):
     ) -> None:
         super().__init__(spec)
         if not spec.offers_log_joint:
-            raise ValueError(NO_LOG_JOINT)
+            raise ConfigError(NO_LOG_JOINT)
         if int(leapfrog_steps) < 0 or step_size <= 0:
             raise ValueError(
                 "inference.leapfrog_steps must be >= 0 and inference.step_size > 0, got "

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from vgp_bench.errors import ConfigError
 from vgp_bench.inference.base import LogJoint, SiteSample, SiteSpec, VariationalHead
 from vgp_bench.inference.mean_field import MeanFieldHead
 
@@ -65,7 +66,7 @@ class PlanarFlowHead(VariationalHead):
     ) -> None:
         super().__init__(spec)
         if int(flow_length) < 0:
-            raise ValueError(f"inference.flow_length must be >= 0, got {flow_length}")
+            raise ConfigError(f"inference.flow_length must be >= 0, got {flow_length}")
         self.flow_length = int(flow_length)
         self.initial = MeanFieldHead(spec, hidden_dims, activation, min_scale)
         d = spec.z_dim

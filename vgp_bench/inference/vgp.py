@@ -35,6 +35,7 @@ import torch
 from torch import Tensor, nn
 
 from vgp_bench.distributions import positive_scale
+from vgp_bench.errors import ConfigError
 from vgp_bench.gp.cholesky import JitteredCholesky, cholesky_with_jitter
 from vgp_bench.gp.conditional import conditional_mean_variance
 from vgp_bench.gp.kernels import ARDKernel
@@ -261,7 +262,7 @@ class VGPHead(VariationalHead):
             and self.latent_input_dim == self.z_dim
             and isinstance(self.parts.prior_mean, ZeroPriorMean)
         ):
-            raise ValueError(
+            raise ConfigError(
                 "an identity start needs inputs=global, outputs=dense, prior_mean=zero, "
                 "mean_field_scale=context and latent_input_dim = d (or pass identity_start=None)"
             )

@@ -10,16 +10,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypeVar
 
+from vgp_bench.errors import ConfigError
 from vgp_bench.inference.base import SiteSpec
 
 Choice = TypeVar("Choice")
 
 
 def choose(key: str, name: str, choices: Mapping[str, Choice]) -> Choice:
-    """The part `name` selects among `choices` of the config key `key`, or a ValueError that
+    """The part `name` selects among `choices` of the config key `key`, or a ConfigError that
     lists them."""
     if name not in choices:
-        raise ValueError(f"{key} must be one of {list(choices)}, got {name!r}")
+        raise ConfigError(f"{key} must be one of {list(choices)}, got {name!r}")
     return choices[name]
 
 
@@ -39,40 +40,52 @@ def refuse_combinations(
     min_scale: float,
     init_noise_scale: float,
 ) -> None:
-    """Raise a ValueError naming the keys for options that do not work together."""
+    """Raise a ConfigError naming the keys for options that do not work together."""
     if aux_correction == "none" and (prior_mean != "identity" or mean_field_scale == "gp"):
-        raise ValueError(
+        raise ConfigError(
             "inference.aux_correction=none (r fixed at the inverse of the linear warp) needs "
             "prior_mean=identity and mean_field_scale=context or tied; use learned"
         )
     if warp == "linear" and prior_mean == "zero" and mean_field_scale == "gp":
-        raise ValueError(
+        raise ConfigError(
             "inference.warp=linear under the zero prior mean needs mean_field_scale=context: "
             "the affine fit has no GP to make the scale"
         )
     if aux_samples < 0 or variational_data_size < 1 or outputs_rank < 1:
-        raise ValueError(
+        raise ConfigError(
             "inference.aux_samples must be >= 0, variational_data_size and outputs_rank >= 1"
         )
     if aux_samples > 0 and objective == "paper":
-        raise ValueError(
+        raise ConfigError(
             "inference.aux_samples > 0 needs objective=collapsed or hierarchical: the paper "
             "objective integrates f analytically and has no importance-weighted form"
         )
+    if objective == "paper" and mean_field_scale == "gp":
+        raise ConfigError(
+            "objective=paper is evaluated by the collapsed weight, which needs a Gaussian "
+            "z | xi that a GP-made scale breaks; use objective=hierarchical with "
+            "inference.mean_field_scale=gp"
+        )
+    if warp == "linear" and objective != "collapsed":
+        raise ConfigError(
+            "inference.warp=linear needs objective=collapsed: the linear warp has no GP noise "
+            "(Var[f | xi] = 0), so the hierarchical and paper objectives' log q(f | xi) is "
+            "not finite"
+        )
     if objective == "collapsed" and mean_field_scale == "gp":
-        raise ValueError(
+        raise ConfigError(
             "objective=collapsed needs a Gaussian z | xi, which a GP-made scale breaks; "
             "use objective=hierarchical with inference.mean_field_scale=gp"
         )
     c_given = int(latent_input_dim or spec.z_dim)
     if prior_mean == "identity" and (mean_field_scale == "gp" or c_given != spec.z_dim):
-        raise ValueError(
+        raise ConfigError(
             "inference.prior_mean=identity needs latent_input_dim = d (null) and "
             "mean_field_scale=context or tied; use prior_mean=zero for other shapes"
         )
     if mean_field_scale == "tied" and (prior_mean != "identity" or noise_ratio <= 0):
-        raise ValueError(
+        raise ConfigError(
             "inference.mean_field_scale=tied needs prior_mean=identity and noise_ratio > 0"
         )
     if init_noise_scale <= min_scale:
-        raise ValueError(f"inference.init_noise_scale must exceed min_scale {min_scale}")
+        raise ConfigError(f"inference.init_noise_scale must exceed min_scale {min_scale}")

@@ -16,6 +16,7 @@ from vgp_bench.distributions import (
     positive_scale,
     standard_normal_log_prob,
 )
+from vgp_bench.errors import ConfigError
 from vgp_bench.inference.base import SiteSample, SiteSpec
 from vgp_bench.models.base import LatentVariableModel
 from vgp_bench.nets import initialize, mlp, output_dim
@@ -48,13 +49,13 @@ class DLGM(LatentVariableModel):
         super().__init__(x_shape)
         check_scale_link(scale_link, "model.scale_link")
         if output_bias not in OUTPUT_BIAS_STARTS:
-            raise ValueError(
+            raise ConfigError(
                 f"model.output_bias must be {' or '.join(OUTPUT_BIAS_STARTS)}, got {output_bias!r}"
             )
         self.scale_link = scale_link
         self.output_bias = output_bias
         if len(latent_dims) != len(hidden_dims) or not latent_dims:
-            raise ValueError(
+            raise ConfigError(
                 f"model.latent_dims ({list(latent_dims)}) and model.hidden_dims "
                 f"({[list(h) for h in hidden_dims]}) need one entry per stochastic layer"
             )

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from vgp_bench.distributions import bernoulli_log_prob, check_binary, standard_normal_log_prob
+from vgp_bench.errors import ConfigError
 from vgp_bench.inference.base import SiteSpec
 from vgp_bench.models.attention import build_read, build_write
 from vgp_bench.models.base import LatentVariableModel
@@ -83,7 +84,7 @@ class DRAW(LatentVariableModel):
         }
         for name, value in sizes.items():
             if int(value) < 1:
-                raise ValueError(f"model.{name} must be a positive integer, got {value}")
+                raise ConfigError(f"model.{name} must be a positive integer, got {value}")
         if len(self.x_shape) != 3:
             raise ValueError(f"x_shape must be (C, H, W), got {self.x_shape}")
         self.steps = int(steps)
