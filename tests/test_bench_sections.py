@@ -1,0 +1,25 @@
+"""The bench's overhead and evaluation-time sections run and say what they measured (their
+speed is the bench's business, not a test's)."""
+
+from __future__ import annotations
+
+from vgp_bench.benchmarks import evaluation_time, overhead
+
+
+def test_alternate_takes_the_median_of_alternating_blocks() -> None:
+    times = iter([2.0, 1.0, 2.0, 3.0, 2.0, 2.0])  # ours, theirs, ours, theirs, ...
+    result = overhead.alternate(lambda: next(times), lambda: next(times), rounds=3)
+    assert result["ratio"] == 1.0 and result["ratio_low"] == 0.5 and result["ratio_high"] == 1.5
+    assert result["ours_ms"] == 2000.0 and result["theirs_ms"] == 2000.0
+
+
+def test_runner_and_plain_loop_both_train_in_the_overhead_section() -> None:
+    measured = overhead.runner_vs_plain(batch_size=20, rounds=1, block=2)
+    assert measured["ours_ms"] > 0 and measured["theirs_ms"] > 0 and measured["rounds"] == 1
+
+
+def test_an_evaluation_is_timed_on_one_eval_batch() -> None:
+    timed = evaluation_time.evaluation_seconds(
+        ["model=dlgm1", "inference=vae", "eval.batch_size=4", "eval.chunk_size=2"], samples=4
+    )
+    assert timed["images_timed"] == 4 and timed["samples"] == 4 and timed["seconds"] > 0
