@@ -53,7 +53,7 @@ def row_cost(name: str) -> dict[str, Any]:
     batches = train.batch_count(int(cfg.trainer.batch_size), bool(cfg.trainer.drop_last))
     steps = int(cfg.trainer.epochs) * batches
     samples = int(cfg.eval.is_samples)
-    timed = evaluation_seconds([f"experiment={name}"], 100 if slow else 300)
+    timed = evaluation_seconds([f"experiment={name}"], 100 if slow else 1000)
     evaluation_hours = (
         timed["seconds"] * (TEST_IMAGES / timed["images_timed"]) * (samples / timed["samples"])
     ) / 3600

@@ -22,12 +22,12 @@ TEST_IMAGES = 10_000
 TABLE_SAMPLES = 5000
 # study row -> (overrides, samples timed on one eval batch): the convergence and DRAW rows
 ROWS: dict[str, tuple[list[str], int]] = {
-    "dlgm1 vae": (["model=dlgm1", "inference=vae"], 500),
-    "dlgm1 vgp default": (["model=dlgm1", "inference=vgp"], 300),
-    "dlgm1 vgp paper": (["experiment=table1_dlgm1_vgp"], 300),
-    "dlgm2 vae": (["model=dlgm2", "inference=vae"], 500),
-    "dlgm2 vgp default": (["model=dlgm2", "inference=vgp"], 300),
-    "dlgm2 vgp paper": (["experiment=table1_dlgm2_vgp"], 300),
+    "dlgm1 vae": (["model=dlgm1", "inference=vae"], 1000),
+    "dlgm1 vgp default": (["model=dlgm1", "inference=vgp"], 1000),
+    "dlgm1 vgp paper": (["experiment=table1_dlgm1_vgp"], 1000),
+    "dlgm2 vae": (["model=dlgm2", "inference=vae"], 1000),
+    "dlgm2 vgp default": (["model=dlgm2", "inference=vgp"], 1000),
+    "dlgm2 vgp paper": (["experiment=table1_dlgm2_vgp"], 1000),
     "draw vae": (["model=draw", "inference=vae"], 100),
     "draw vgp default": (["model=draw", "inference=vgp"], 100),
 }
