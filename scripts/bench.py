@@ -596,3 +596,7 @@ def table(results: dict[str, Any]) -> str:
                 f"{'yes' if check['met'] else 'no'} | {reason} |"
             )
     return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
