@@ -23,3 +23,15 @@ def test_an_evaluation_is_timed_on_one_eval_batch() -> None:
         ["model=dlgm1", "inference=vae", "eval.batch_size=4", "eval.chunk_size=2"], samples=4
     )
     assert timed["images_timed"] == 4 and timed["samples"] == 4 and timed["seconds"] > 0
+
+
+def test_the_bench_script_runs_as_a_command() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "bench.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0 and "--render" in result.stdout
