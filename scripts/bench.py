@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from vgp_bench.benchmarks import floors, plain_vae
+from vgp_bench.benchmarks import floors, overhead, plain_vae
 from vgp_bench.run.build import build_components
 from vgp_bench.run.evaluate import estimate_split
 from vgp_bench.run.runtime import code_version, compose_config, make_generator
@@ -272,25 +272,6 @@ def step_entry(
 
 
 # -- comparisons with plain loops --------------------------------------------------------------
-def interleaved_ratio(
-    ours: Callable[[], float], theirs: Callable[[], float], rounds: int
-) -> dict[str, Any]:
-    """Median over rounds of theirs_time / ours_time (> 1: ours is faster), blocks alternating."""
-    ratios, our_times, their_times = [], [], []
-    for _ in range(rounds):
-        mine, other = ours(), theirs()
-        our_times.append(mine)
-        their_times.append(other)
-        ratios.append(other / mine)
-    return {
-        "ratio": round(statistics.median(ratios), 3),
-        "ratio_spread": {k: round(v, 3) for k, v in spread(ratios).items()},
-        "ours_ms": round(1000 * statistics.median(our_times), 3),
-        "theirs_ms": round(1000 * statistics.median(their_times), 3),
-        "rounds": rounds,
-    }
-
-
 def bench_evaluation(quick: bool) -> dict[str, Any]:
     """IS evaluation of the runner (samples batched) against the naive loop, dlgm1 + vae."""
     examples, samples, rounds = (50, 200, 3) if quick else (100, 1000, 5)
@@ -320,7 +301,7 @@ def bench_evaluation(quick: bool) -> dict[str, Any]:
         plain_vae.naive_is(naive_model, images, samples)
         return time.perf_counter() - started
 
-    result = interleaved_ratio(runner, naive, rounds)
+    result = overhead.alternate(runner, naive, rounds)
     per_sample = examples * samples
     result |= {
         "what": f"IS of {examples} test examples x {samples} samples; ratio = naive / runner",
