@@ -72,9 +72,10 @@ def row_cost(name: str) -> dict[str, Any]:
 def markdown(record: dict[str, Any]) -> str:
     lines = [
         f"Measured {record['measured']} at {record['code_version']}, one thread, load average "
-        f"{record['load_average']} at start (other jobs were running: the times are upper "
-        "bounds for an idle core). GPU: not measured (no GPU has been lent to this project; "
-        "`make gpu-check` on one gives its step times).",
+        f"{record['load_average']} at start (the two study trainings were paused until the "
+        "DRAW rows; with other jobs running the times are upper bounds for an idle core). GPU: "
+        "not measured (no GPU has been lent to this project; `make gpu-check` on one gives its "
+        "step times).",
         "",
         "| command | epochs x steps | ms / step | training CPU-h | test S | evaluation CPU-h |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
