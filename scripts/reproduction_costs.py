@@ -72,10 +72,9 @@ def row_cost(name: str) -> dict[str, Any]:
 def markdown(record: dict[str, Any]) -> str:
     lines = [
         f"Measured {record['measured']} at {record['code_version']}, one thread, load average "
-        f"{record['load_average']} at start (the two study trainings were paused until the "
-        "DRAW rows; with other jobs running the times are upper bounds for an idle core). GPU: "
-        "not measured (no GPU has been lent to this project; `make gpu-check` on one gives its "
-        "step times).",
+        f"{record['load_average']} at start{record.get('note', '')} (with other jobs running "
+        "the times are upper bounds for an idle core). GPU: not measured (no GPU has been lent "
+        "to this project; `make gpu-check` on one gives its step times).",
         "",
         "| command | epochs x steps | ms / step | training CPU-h | test S | evaluation CPU-h |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
@@ -94,6 +93,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("results/reproduction"))
     parser.add_argument("--rows", nargs="*", default=ROWS)
     parser.add_argument("--render", action="store_true", help="only redraw costs.md")
+    parser.add_argument("--note", default="", help="what else ran, e.g. ', studies paused'")
     args = parser.parse_args()
     path = args.out / "costs.json"
     if args.render:
@@ -106,6 +106,7 @@ def main() -> None:
         "measured": time.strftime("%Y-%m-%d %H:%M"),
         "code_version": code_version(),
         "load_average": [round(v, 1) for v in __import__("os").getloadavg()],
+        "note": args.note,
         "rows": {},
     }
     args.out.mkdir(parents=True, exist_ok=True)
