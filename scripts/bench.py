@@ -167,7 +167,7 @@ def floor_of(trainer: Trainer, device: torch.device) -> tuple[list, float, Calla
 
 
 def gp_components(trainer: Trainer, device: torch.device, repeats: int) -> dict[str, float]:
-    """The issue's VGP floor pieces: Cholesky + two solves (forward and backward) at the
+    """The VGP's floor pieces: Cholesky + two solves (forward and backward) at the
     batch's query count, and for dense T(h) the T layer's matmuls, per step."""
     head = trainer.parts.heads["z"]
     if not hasattr(head, "data_size"):

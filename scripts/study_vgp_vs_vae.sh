@@ -10,7 +10,7 @@
 #                                         # with the gap diagnostics, once per finished run
 #   scripts/study_vgp_vs_vae.sh report    # results/vgp_vs_vae/: table (md, csv), curves, configs
 #   scripts/study_vgp_vs_vae.sh all       # the three in order
-#   scripts/study_vgp_vs_vae.sh families  # issue 12's CPU-budget comparison: every dlgm1 family
+#   scripts/study_vgp_vs_vae.sh families  # the CPU-budget comparison: every dlgm1 family
 #                                         # for FAMILY_EPOCHS (10) epochs, seed 0, tested at the
 #                                         # end with S = 1000 on the first 2000 test images;
 #                                         # results/dlgm1_families/
@@ -77,7 +77,7 @@ runs() {
   # the dlgm2 control with r fixed at the linear warp's exact inverse: its q, bound and gradient
   # are then the VAE's; does learning r (not the family) make the control train faster?
   echo "dlgm2_vgp_linear_fixed_r_s0|experiment=table1_dlgm2_vgp $best inference.warp=linear inference.aux_correction=none seed=0"
-  # the other inference rows of Table 1 under the same protocol (issue 12); not trained so far
+  # the other inference rows of Table 1 under the same protocol; not trained so far
   # (results/vgp_vs_vae/README.md, "What is in the tables"; 10 epochs of each are in
   # results/dlgm1_families/)
   for seed in 0 1 2; do
@@ -87,7 +87,7 @@ runs() {
   echo "dlgm2_iwae_s0|experiment=table1_dlgm2_iwae seed=0"
 }
 
-# issue 12: every dlgm1 family at the same CPU-sized budget (FAMILY_EPOCHS epochs, seed 0)
+# every dlgm1 family at the same CPU-sized budget (FAMILY_EPOCHS epochs, seed 0)
 families() {
   local iwae="trainer.objective=iwae trainer.n_samples=50 trainer.valid_samples=50"
   echo "fam_vae|experiment=table1_dlgm1_vae"

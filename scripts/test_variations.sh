@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The fast suite under each setting that changes float rounding on this one machine, then a table
 # (variation, passed, failed, the failing test ids). A test that passes here only under some of
-# them compares float results with a tolerance the computation does not justify (issue 27).
+# them compares float results with a tolerance the computation does not justify.
 #
 #   scripts/test_variations.sh                         # every variation, the whole fast suite
 #   scripts/test_variations.sh threads2 mkl_sse4_2     # only these variations
