@@ -27,14 +27,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
 from vgp_bench.benchmarks import floors, overhead, plain_vae
 from vgp_bench.run.build import build_components
 from vgp_bench.run.evaluate import estimate_split
 from vgp_bench.run.runtime import code_version, compose_config, make_generator
 from vgp_bench.run.trainer import Trainer
-from vgp_bench.run.writer import NullWriter
 
 REPO = Path(__file__).resolve().parent.parent
 TINY_SIZES = False  # set by --tiny
@@ -96,37 +94,11 @@ def data_overrides() -> list[str]:
 
 
 def make_trainer(overrides: list[str], device: str = "cpu") -> Trainer:
-    """A Trainer of the real configs, logging nowhere, checkpointing never, objective prepared."""
-    cfg = compose_config(
-        [
-            *data_overrides(),
-            f"device={device}",
-            "trainer.progress=false",
-            "trainer.checkpoint_every=1000000",
-            "trainer.epochs=1000000",
-            *overrides,
-        ]
-    )
-    trainer = Trainer(cfg, REPO / "bench" / "scratch", build_components(cfg))
-    trainer.writer = NullWriter()
-    trainer.prepare_objective()
-    return trainer
+    """overhead.make_trainer on this script's data (tiny sizes with --tiny)."""
+    return overhead.make_trainer(overrides, device, data_overrides())
 
 
-def run_steps(trainer: Trainer, steps: int) -> float:
-    """Seconds per step of `steps` more steps of the real loop (Trainer.run_epoch)."""
-    device = trainer.parts.device
-    floors.synchronize(device)
-    started = time.perf_counter()
-    done = 0
-    with tqdm(disable=True) as bar:
-        while done < steps:
-            before = trainer.state.step
-            trainer.max_steps = before + steps - done
-            trainer.run_epoch({}, bar)
-            done += trainer.state.step - before  # (an epoch ended: go on with the next)
-    floors.synchronize(device)
-    return (time.perf_counter() - started) / steps
+run_steps = overhead.run_steps
 
 
 def one_step(trainer: Trainer) -> Callable[[], Any]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from vgp_bench.benchmarks import plain_vae
+from vgp_bench.benchmarks import floors, plain_vae
 from vgp_bench.benchmarks.families import data_overrides
 from vgp_bench.run.runtime import compose_config
 
@@ -26,16 +26,17 @@ RUNNER_TARGET = 0.97  # runner speed / plain loop speed, each batch size
 COMPILE_TARGET = 1.3  # compiled speed / eager speed on the CPU, or the flag refused there
 
 
-def make_trainer(overrides: list[str]) -> Any:
-    """A Trainer of the real configs on the CPU that logs and checkpoints nowhere."""
+def make_trainer(overrides: list[str], device: str = "cpu", data: list[str] | None = None) -> Any:
+    """A Trainer of the real configs that logs and checkpoints nowhere, objective prepared
+    (`data`: the dataset overrides, by default converted MNIST when present)."""
     from vgp_bench.run.build import build_components
     from vgp_bench.run.trainer import Trainer
     from vgp_bench.run.writer import NullWriter
 
     cfg = compose_config(
         [
-            *data_overrides(),
-            "device=cpu",
+            *(data_overrides() if data is None else data),
+            f"device={device}",
             "trainer.progress=false",
             "trainer.checkpoint_every=1000000",
             "trainer.epochs=1000000",
@@ -49,9 +50,12 @@ def make_trainer(overrides: list[str]) -> Any:
 
 
 def run_steps(trainer: Any, steps: int) -> float:
-    """Seconds per step of `steps` steps of the real loop (Trainer.run_epoch)."""
+    """Seconds per step of `steps` more steps of the real loop (Trainer.run_epoch), the
+    device synchronized before and after."""
     from tqdm import tqdm
 
+    device = trainer.parts.device
+    floors.synchronize(device)
     started = time.perf_counter()
     done = 0
     with tqdm(disable=True) as bar:
@@ -59,7 +63,8 @@ def run_steps(trainer: Any, steps: int) -> float:
             before = trainer.state.step
             trainer.max_steps = before + steps - done
             trainer.run_epoch({}, bar)
-            done += trainer.state.step - before
+            done += trainer.state.step - before  # (an epoch ended: go on with the next)
+    floors.synchronize(device)
     return (time.perf_counter() - started) / steps
 
 
