@@ -287,8 +287,10 @@ def test_not_in_tables_lists_every_other_run(runs_root, capsys):
         "broken/0",
         "crashed/0",
     }
-    # recorded as running, but no process holds its lock (and it has no last.pt): stopped
-    assert by_folder["running/0"]["status"] == "stopped"
+    # recorded as running at a step, with no process holding its lock and no checkpoint: a
+    # study's snapshot, or a run killed before its first checkpoint
+    assert by_folder["running/0"]["status"] == "unfinished"
+    assert "no checkpoint here: a study's snapshot" in by_folder["running/0"]["error"]
     assert by_folder["interrupted/0"]["status"] == "interrupted"
     assert by_folder["failed/0"]["status"] == "failed"
     assert by_folder["failed/0"]["error"] == (
@@ -328,7 +330,14 @@ def test_csv_parses_with_numbers_and_exclusions(runs_root, capsys):
     assert len(at100) == 1 and float(at100[0]["difference"]) == pytest.approx(461.0 - 460.1)
     assert at100[0]["stderr_over"] == "test images"
     excluded = {r["status"] for r in records if r["table"] == "not_in_tables"}
-    assert excluded == {"stopped", "interrupted", "failed", "finished", "unreadable", "no metrics"}
+    assert excluded == {
+        "unfinished",
+        "interrupted",
+        "failed",
+        "finished",
+        "unreadable",
+        "no metrics",
+    }
 
 
 def test_latex_tables_are_well_formed(runs_root, capsys):
@@ -452,6 +461,22 @@ def test_seeds_pool_across_config_versions_and_objectives_stay_apart(tmp_path, c
     assert row_named(rows, "DLGM 1hl + VAE (IWAE k=50)")["seeds"] == "n=1 (2)"
     series = report.validation_curves(sorted(root.iterdir()))
     assert series == {"DLGM 1hl + VAE": [(1, -101.0)], "DLGM 1hl + VAE (IWAE k=50)": [(1, -95.0)]}
+
+
+def test_runs_under_an_optimizers_older_name_pool_with_the_newer(tmp_path, capsys):
+    """A seed trained with torch.optim.RMSprop pools with one trained with its blocked twin,
+    vgp_bench.optimizers.RMSprop (the same numbers); Adam stays a row apart."""
+    root = tmp_path / "study"
+    targets = ["torch.optim.RMSprop", "vgp_bench.optimizers.RMSprop", "torch.optim.Adam"]
+    for seed, target in enumerate(targets):
+        folder = write_run(
+            root / f"run{seed}", model="dlgm1", inference="vae", seed=seed, test=evaluated(90, 95)
+        )
+        update_config(folder, {"optim": {"optimizer": {"_target_": target}}})
+    code, text = run_report([str(root)], capsys)
+    assert code == 0
+    seeds = sorted(row["seeds"] for row in markdown_tables(text)["Table 1: binarized MNIST"])
+    assert seeds == ["n=1 (2)", "n=2 (0, 1)"]
 
 
 def test_a_run_on_a_fixed_model_is_its_own_labelled_row(tmp_path, capsys):

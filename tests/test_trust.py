@@ -617,6 +617,24 @@ def test_a_run_older_than_a_config_key_resumes_when_the_key_keeps_the_old_behavi
         resume_changes(saved, {**saved, **other}, tmp_path)
 
 
+def test_a_run_saved_under_a_renamed_value_resumes_under_its_new_name(tmp_path: Path) -> None:
+    """torch.optim.RMSprop became vgp_bench.optimizers.RMSprop (the same numbers): an older
+    run resumes and the change is recorded; no other rename of the key is accepted."""
+    from vgp_bench.run.run_folder import RunFolderError, resume_changes
+
+    saved = {"optim": {"optimizer": {"_target_": "torch.optim.RMSprop", "lr": 1e-3}}}
+    renamed = {"optim": {"optimizer": {"_target_": "vgp_bench.optimizers.RMSprop", "lr": 1e-3}}}
+    changes = resume_changes(saved, renamed, tmp_path)
+    assert changes == {
+        "optim.optimizer._target_": ["torch.optim.RMSprop", "vgp_bench.optimizers.RMSprop"]
+    }
+    with pytest.raises(RunFolderError, match="_target_"):
+        resume_changes(renamed, saved, tmp_path)  # not backwards: older code lacks the class
+    adam = {"optim": {"optimizer": {"_target_": "torch.optim.Adam", "lr": 1e-3}}}
+    with pytest.raises(RunFolderError, match="_target_"):
+        resume_changes(saved, adam, tmp_path)
+
+
 # ---------------------------------------------------------------- links out of the run folder
 
 
@@ -986,6 +1004,16 @@ def test_the_report_tells_a_live_run_from_a_dead_one(tmp_path: Path) -> None:
         lock.release()
     assert isinstance(live, report.Excluded) and live.status == "running"
     assert "vgp-train (the live one)" in live.reason
+    # a study's snapshot: the record and figures copied, the checkpoints left behind
+    snapshot = tmp_path / "results" / "run"
+    shutil.copytree(run_dir, snapshot, ignore=shutil.ignore_patterns("checkpoints"))
+    copied = report.load_run(snapshot)
+    assert isinstance(copied, report.Excluded) and copied.status == "unfinished"
+    assert f"recorded at step {record['steps']} with no checkpoint here" in copied.reason
+    write_json({**record, "status": "running", "steps": 0}, run_dir / "metrics.json")
+    shutil.rmtree(run_dir / "checkpoints")  # killed before its first step
+    early = report.load_run(run_dir)
+    assert isinstance(early, report.Excluded) and early.status == "stopped"
 
 
 # ---------------------------------------------------------------- long phases show progress

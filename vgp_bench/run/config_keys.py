@@ -71,6 +71,23 @@ NEWER_KEYS: dict[str, Any] = {
 }
 
 
+# Values renamed after runs already existed, each computing what the older value computed, bit
+# for bit (tests/test_rmsprop.py): a run saved with the older value resumes under the newer
+# one, and the report counts both in one row.
+EQUIVALENT_VALUES: dict[str, dict[Any, Any]] = {
+    "optim.optimizer._target_": {"torch.optim.RMSprop": "vgp_bench.optimizers.RMSprop"},
+}
+
+
+def is_equivalent_value(key: str, old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether `key`'s saved value is an older name of its new value (EQUIVALENT_VALUES)."""
+    renamed = EQUIVALENT_VALUES.get(key)
+    if renamed is None or key not in old or key not in new:
+        return False
+    older = old[key]
+    return isinstance(older, str) and renamed.get(older) == new[key]
+
+
 def is_older_default(key: str, old: dict[str, Any], new: dict[str, Any]) -> bool:
     """Whether `key`, absent from a run's saved config, holds the value of the older code."""
     if key in old or key not in NEWER_KEYS:
@@ -80,10 +97,15 @@ def is_older_default(key: str, old: dict[str, Any], new: dict[str, Any]) -> bool
 
 
 def with_older_defaults(config: dict[str, str]) -> dict[str, str]:
-    """A flattened config (values as JSON text) with each absent newer key at its older value,
-    so runs started before a key existed compare equal to runs that set it to that value."""
+    """A flattened config (values as JSON text) with each absent newer key at its older value
+    and each renamed value under its newer name, so runs started before a key existed or a
+    value was renamed compare equal to runs that set it to that value."""
     filled = dict(config)
     for key, older in NEWER_KEYS.items():
         if key not in filled and older is not ANY:
             filled[key] = json.dumps(older, sort_keys=True)
+    for key, renamed in EQUIVALENT_VALUES.items():
+        for older_name, newer_name in renamed.items():
+            if filled.get(key) == json.dumps(older_name, sort_keys=True):
+                filled[key] = json.dumps(newer_name, sort_keys=True)
     return filled

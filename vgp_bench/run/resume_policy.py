@@ -10,7 +10,12 @@ from omegaconf import DictConfig
 
 from vgp_bench.errors import RunFolderError
 from vgp_bench.run.checkpoint import load_checkpoint
-from vgp_bench.run.config_keys import NEWER_KEYS, is_older_default, is_resumable_key
+from vgp_bench.run.config_keys import (
+    NEWER_KEYS,
+    is_equivalent_value,
+    is_older_default,
+    is_resumable_key,
+)
 from vgp_bench.run.metrics import read_record
 
 
@@ -31,7 +36,13 @@ def resume_changes(
     old, new = flatten(saved), flatten(current)
     changed = sorted(key for key in old.keys() | new.keys() if old.get(key) != new.get(key))
     refused = [
-        key for key in changed if not (is_resumable_key(key) or is_older_default(key, old, new))
+        key
+        for key in changed
+        if not (
+            is_resumable_key(key)
+            or is_older_default(key, old, new)
+            or is_equivalent_value(key, old, new)
+        )
     ]
     if refused:
         shown = ", ".join(f"{key}: {old.get(key)!r} -> {new.get(key)!r}" for key in refused[:4])

@@ -220,9 +220,11 @@ def one_per_seed(runs: Sequence[Run]) -> tuple[list[Run], list[Excluded]]:
     return once_each(runs, lambda run: run.record.seed, "the same setting and seed as")
 
 
-def unfinished_state(folder: Path, status: str) -> tuple[str, str]:
+def unfinished_state(folder: Path, status: str, steps: int = 0) -> tuple[str, str]:
     """(status, reason) of a run recorded as running: live while a process holds its lock,
-    else stopped (killed), resumable from its last.pt or restarted by the next start."""
+    else stopped (killed), resumable from its last.pt or restarted by the next start. Steps
+    recorded without a checkpoint are most often a study's snapshot, which copies no
+    checkpoints."""
     holder = lock_holder(folder)
     if holder is not None:
         return "running", f"running: {holder} holds its lock"
@@ -230,6 +232,12 @@ def unfinished_state(folder: Path, status: str) -> tuple[str, str]:
         return "stopped, resumable", (
             "its process is gone (killed?): run the same command again to resume from "
             "checkpoints/last.pt"
+        )
+    if status == "running" and steps > 0:
+        return "unfinished", (
+            f"recorded at step {steps} with no checkpoint here: a study's snapshot (its run "
+            "trains or resumes in its own folder), or a run killed before its first "
+            "checkpoint (the same command again restarts it)"
         )
     if status == "running":
         return "stopped", (
@@ -257,7 +265,8 @@ def load_run(folder: Path, include_diverged: bool = False) -> Run | Excluded:
     if status != "finished":
         if record.error:
             return Excluded(folder, status, one_line(record.error))
-        return Excluded(folder, *unfinished_state(folder, status))
+        steps = int(record.steps) if record.has("steps") else 0
+        return Excluded(folder, *unfinished_state(folder, status, steps))
     chosen = chosen_evaluation(record.data)
     if chosen is None:
         return Excluded(folder, status, "no test-set evaluation; run vgp-eval on its checkpoint")
