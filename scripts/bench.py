@@ -31,6 +31,7 @@ import torch
 from vgp_bench.benchmarks import floors, overhead, plain_vae
 from vgp_bench.run.build import build_components
 from vgp_bench.run.evaluate import estimate_split
+from vgp_bench.run.host_memory import keep_freed_memory
 from vgp_bench.run.runtime import code_version, compose_config, make_generator
 from vgp_bench.run.trainer import Trainer
 
@@ -457,6 +458,7 @@ def main() -> None:
     global TINY_SIZES
     TINY_SIZES = args.tiny
     torch.set_num_threads(args.threads)
+    malloc = keep_freed_memory()  # as vgp-train runs: the steps' large buffers reused
     device = torch.device(args.device)
     machine_gflops = floors.machine_matmul_gflops(device)
     results: dict[str, Any] = {
@@ -464,6 +466,7 @@ def main() -> None:
             "platform": platform.platform(),
             "processor": platform.processor(),
             "threads": torch.get_num_threads(),
+            "malloc": malloc,
             "torch": torch.__version__,
             "device": str(device),
             "cuda_device": torch.cuda.get_device_name(device) if device.type == "cuda" else None,

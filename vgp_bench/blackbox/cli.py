@@ -20,6 +20,7 @@ from vgp_bench.blackbox import FittedFamily, families, fit
 from vgp_bench.errors import ConfigError
 from vgp_bench.locations import CONFIG_DIR
 from vgp_bench.run.failures import USER_ERRORS, print_error
+from vgp_bench.run.host_memory import keep_freed_memory
 from vgp_bench.run.runtime import apply_threads, build
 from vgp_bench.run.settings import check_fit_settings
 from vgp_bench.run.signals import run_command
@@ -57,6 +58,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     check_fit_settings(cfg)
     check_families(cfg)
     print(f"vgp-fit: {apply_threads(cfg.get('threads'))}", file=sys.stderr)
+    keep_freed_memory()
     target: Target = build(cfg.target)
     rows: list[dict[str, Any]] = []
     fitted: dict[str, FittedFamily] = {}

@@ -25,6 +25,7 @@ from vgp_bench.run.evaluate import (
     format_summary,
 )
 from vgp_bench.run.failures import USER_ERRORS, log_failure, print_error
+from vgp_bench.run.host_memory import keep_freed_memory
 from vgp_bench.run.metrics import Evaluation, read_record, write_record
 from vgp_bench.run.run_folder import (
     check_record,
@@ -182,6 +183,7 @@ def _hydra_main(cfg: DictConfig) -> None:
     try:
         check_eval_settings(OmegaConf.create({"threads": cfg.get("threads")}))
         print(f"vgp-eval: {apply_threads(cfg.get('threads'))}", file=sys.stderr)
+        keep_freed_memory()
         checkpoint = resolve_checkpoint(Path(str(cfg.checkpoint)))
         if checkpoint != Path(str(cfg.checkpoint)):
             print(f"vgp-eval: evaluating {checkpoint}", file=sys.stderr)

@@ -20,6 +20,7 @@ from vgp_bench.run.checkpoint import (
 from vgp_bench.run.distributed import init_distributed, shutdown_distributed
 from vgp_bench.run.evaluate import format_summary
 from vgp_bench.run.failures import USER_ERRORS, print_error
+from vgp_bench.run.host_memory import keep_freed_memory
 from vgp_bench.run.metrics import RunRecord
 from vgp_bench.run.run_folder import agreed_plan
 from vgp_bench.run.runtime import apply_threads
@@ -42,6 +43,7 @@ def train(
     check_train_settings(cfg)
     check_compile_device(cfg)
     apply_threads(cfg.get("threads"))
+    keep_freed_memory()
     context = init_distributed(cfg.trainer.get("ddp_backend"))
     try:
         run_dir = Path(context.broadcast_object(str(run_dir)))
