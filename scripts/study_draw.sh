@@ -4,14 +4,18 @@
 # 50k/10k/10k), RMSProp with the paper's decay, batch 100, trained for EPOCHS (default 10)
 # epochs with the mean-field VAE and with the VGP (the project's default; the paper's dense form
 # too with PAPER=1), equal epochs for both; the final parameters tested once with S = SAMPLES
-# (default 1000) importance samples on the first TEST_IMAGES (default 1000) test images: all
-# 10,000 at S = 1000 would cost about 9 CPU-hours for the VAE and 11 for the VGP
-# (results/bench/table.md measures S = 5000 at 44 and 56), more than the training.
+# (default 1000) importance samples on the first TEST_IMAGES (default 1000) test images, a
+# first result; the test stage then evaluates each finished run's final parameters on all
+# 10,000 test images at S = SAMPLES, which costs about 9 CPU-hours for the VAE and 11 for the
+# VGP on an idle core (results/bench/table.md measures S = 5000 at 44 and 56), more than the
+# training; vgp-eval journals its progress, so it resumes where a session left it.
 #
 #   scripts/study_draw.sh train    # train every run not yet finished (resumes exactly)
+#   scripts/study_draw.sh test     # every finished run on all 10,000 test images (vgp-eval,
+#                                  # added to its metrics.json; resumes)
 #   scripts/study_draw.sh report   # results/draw/: table (md, csv), curves, sample grids,
 #                                  # canvas sequences, configs
-#   scripts/study_draw.sh all      # both
+#   scripts/study_draw.sh all      # train and report
 #
 # These are CPU runs of a few epochs: compare them with the paper's DRAW numbers (converged,
 # on a GPU) only as what they are. The end-of-run auxiliary gap of the VGP runs is measured on
@@ -32,6 +36,22 @@ runs() {
 # shellcheck disable=SC2086
 train() { runs | select_runs | train_runs $budget "data_dir=$data_dir"; }
 
+# the final parameters of each finished run on the whole test set, one run at a time
+test_all() {
+  local line name folder
+  while IFS= read -r line; do
+    name=${line%%|*}
+    folder="$study_dir/$name"
+    if ! grep -qs '"status": "finished"' "$folder/metrics.json"; then
+      echo "study: $name not finished: not tested on the whole test set"; continue
+    fi
+    echo "study: testing $name on the whole test set, S = ${SAMPLES:-1000}"
+    run_tool vgp-eval vgp_bench.run.eval_command "checkpoint=$folder/checkpoints/last.pt" \
+      "eval.is_samples=${SAMPLES:-1000}" eval.subset=null "data_dir=$data_dir" \
+      >>"$folder.test.log" 2>&1 || echo "study: testing $name stopped (see $folder.test.log)"
+  done < <(runs | select_runs)
+}
+
 report() {
   collect_and_report draw_ "$results_dir"
   local folder name figure
@@ -46,4 +66,4 @@ report() {
     >"$results_dir/progress.md"
 }
 
-run_stage "${1:-all}"
+if [[ ${1:-} == test ]]; then test_all; else run_stage "${1:-all}"; fi

@@ -105,3 +105,33 @@ def test_statistics_without_a_finished_run_says_so(tmp_path: Path) -> None:
     done = run_stage("statistics", tmp_path / "study", tmp_path / "results")
     assert done.returncode == 1
     assert "results: no finished run to measure (train first)" in done.stderr
+
+
+def test_the_draw_studys_test_stage_evaluates_finished_runs_on_the_whole_test_set(
+    tmp_path: Path,
+) -> None:
+    """scripts/study_draw.sh test: vgp-eval on each finished run's last.pt, all test images at
+    S = SAMPLES, added to its metrics.json; a run not finished is skipped, and said so."""
+    study = tmp_path / "study"
+    # a tiny run tested on 4 of its test images at the end of training, as the train stage does
+    train(compose_config([*TINY, "eval.subset=4", "eval.is_samples=3"]), study / "draw_vae_s0")
+    write_run(
+        study / "draw_vgp_default_s0", model="draw", inference="vgp", seed=0, status="running"
+    )
+    env = os.environ | {"STUDY_DIR": str(study), "SAMPLES": "5", "DATA_DIR": str(tmp_path)}
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "study_draw.sh"), "test"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "draw_vgp_default_s0 not finished" in done.stdout
+    assert "testing draw_vae_s0 on the whole test set, S = 5" in done.stdout
+    log = (study / "draw_vae_s0.test.log").read_text()
+    assert "stopped" not in done.stdout, log
+    record = json.loads((study / "draw_vae_s0" / "metrics.json").read_text())
+    (whole,) = record["evaluations"]
+    assert (whole["is_samples"], whole["subset"], whole["checkpoint"]) == (5, None, "last.pt")
+    assert whole["n_examples"] > record["test"]["n_examples"] == 4  # all, not the first 4
