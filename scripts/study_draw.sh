@@ -6,9 +6,10 @@
 # too with PAPER=1), equal epochs for both; the final parameters tested once with S = SAMPLES
 # (default 1000) importance samples on the first TEST_IMAGES (default 1000) test images, a
 # first result; the test stage then evaluates each finished run's final parameters on all
-# 10,000 test images at S = SAMPLES, which costs about 9 CPU-hours for the VAE and 11 for the
-# VGP on an idle core (results/bench/table.md measures S = 5000 at 44 and 56), more than the
-# training; vgp-eval journals its progress, so it resumes where a session left it.
+# 10,000 test images at S = SAMPLES, which costs about 9 CPU-hours for the VAE and 12 for the
+# VGP at S = 1000 (3.2 and 4.4 ms an image and sample on one idle core, 10 images x 100 samples
+# a pass), more than the training; vgp-eval journals its progress, so it resumes where a
+# session left it.
 #
 #   scripts/study_draw.sh train    # train every run not yet finished (resumes exactly)
 #   scripts/study_draw.sh test     # every finished run on all 10,000 test images (vgp-eval,
@@ -26,6 +27,11 @@ source "$(dirname "$0")/common.sh"
 study_setup draw
 budget="trainer.epochs=${EPOCHS:-10} eval.is_samples=${SAMPLES:-1000} eval.subset=${TEST_IMAGES:-1000}"
 budget+=" eval.aux_gap_examples=${AUX_GAP_EXAMPLES:-100} trainer.image_every=1"
+# 10 images x 100 samples a forward pass on the CPU: 1.2 (VAE) and 1.1 (VGP) times as fast as
+# the configs' 100 x 100, whose [10000, 1024] LSTM states leave the cache (one thread, measured
+# with nothing else running; a GPU wants the larger batch); the estimates are the same in law
+cpu_eval="eval.batch_size=${EVAL_IMAGES:-10}"
+budget+=" $cpu_eval"
 
 runs() {
   echo "draw_vae_s0|experiment=table1_draw_vae seed=0"
@@ -47,7 +53,7 @@ test_all() {
     fi
     echo "study: testing $name on the whole test set, S = ${SAMPLES:-1000}"
     run_tool vgp-eval vgp_bench.run.eval_command "checkpoint=$folder/checkpoints/last.pt" \
-      "eval.is_samples=${SAMPLES:-1000}" eval.subset=null "data_dir=$data_dir" \
+      "eval.is_samples=${SAMPLES:-1000}" eval.subset=null "$cpu_eval" "data_dir=$data_dir" \
       >>"$folder.test.log" 2>&1 || echo "study: testing $name stopped (see $folder.test.log)"
   done < <(runs | select_runs)
 }
