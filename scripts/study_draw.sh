@@ -42,6 +42,19 @@ runs() {
 # shellcheck disable=SC2086
 train() { runs | select_runs | train_runs $budget "data_dir=$data_dir"; }
 
+# whether a run's record holds an evaluation of its final step on the whole test set at S
+tested_whole() {
+  run_python - "$1" "${SAMPLES:-1000}" <<'EOF'
+import json, sys
+record = json.load(open(sys.argv[1]))
+whole = [entry for entry in record.get("evaluations") or []
+         if entry.get("subset") is None and entry.get("split") == "test"
+         and entry.get("is_samples") == int(sys.argv[2])
+         and entry.get("run_steps") == record.get("steps")]
+sys.exit(0 if whole else 1)
+EOF
+}
+
 # the final parameters of each finished run on the whole test set, one run at a time
 test_all() {
   local line name folder
@@ -51,10 +64,13 @@ test_all() {
     if ! grep -qs '"status": "finished"' "$folder/metrics.json"; then
       echo "study: $name not finished: not tested on the whole test set"; continue
     fi
+    if tested_whole "$folder/metrics.json"; then
+      echo "study: $name tested on the whole test set already"; continue
+    fi
     echo "study: testing $name on the whole test set, S = ${SAMPLES:-1000}"
     run_tool vgp-eval vgp_bench.run.eval_command "checkpoint=$folder/checkpoints/last.pt" \
       "eval.is_samples=${SAMPLES:-1000}" eval.subset=null "$cpu_eval" "data_dir=$data_dir" \
-      >>"$folder.test.log" 2>&1 || echo "study: testing $name stopped (see $folder.test.log)"
+      </dev/null >>"$folder.test.log" 2>&1 || echo "study: testing $name stopped (see $folder.test.log)"
   done < <(runs | select_runs)
 }
 
@@ -72,4 +88,8 @@ report() {
     >"$results_dir/progress.md"
 }
 
-if [[ ${1:-} == test ]]; then test_all; else run_stage "${1:-all}"; fi
+case ${1:-all} in
+  test) test_all ;;
+  train | report | all) run_stage "${1:-all}" ;;
+  *) echo "usage: $0 train|test|report|all" >&2; exit 2 ;;
+esac

@@ -106,6 +106,70 @@ def test_a_torch_checkpoint_resumes_in_the_blocked_optimizer(small_blocks: None)
     assert_same(([], switched.state_dict()), ([], straight.state_dict()))
 
 
+def test_the_real_block_size_with_two_threads_and_a_tensor_step_size() -> None:
+    """Tensors over several real blocks (and one not a multiple of the vector width), split
+    across two threads, with the step size a tensor: torch's numbers."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        generator = torch.Generator().manual_seed(3)
+        shapes = [(3 * RMSprop.block_size + 17,), (411, 523)]
+        runs = []
+        for make in (RMSprop, torch.optim.RMSprop):
+            params = [
+                nn.Parameter(torch.randn(shape, generator=torch.Generator().manual_seed(4)))
+                for shape in shapes
+            ]
+            optimizer = make(params, lr=torch.tensor(1e-3), alpha=0.95, eps=1e-6)
+            generator.manual_seed(3)
+            for _ in range(3):
+                for param in params:
+                    param.grad = torch.randn(param.shape, generator=generator)
+                optimizer.step()
+            runs.append(([param.detach().clone() for param in params], optimizer.state_dict()))
+        assert_same(*runs)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_step_hooks_run_once_also_when_torchs_step_takes_over() -> None:
+    for options in ({}, {"momentum": 0.9}):
+        torch.optim.RMSprop([nn.Parameter(torch.zeros(1))])  # torch wraps its class's step
+        param = nn.Parameter(torch.zeros(3))
+        optimizer = RMSprop([param], lr=1e-2, **options)  # type: ignore[arg-type]
+        calls: list[str] = []
+        optimizer.register_step_pre_hook(lambda *_, calls=calls: calls.append("pre"))
+        optimizer.register_step_post_hook(lambda *_, calls=calls: calls.append("post"))
+        param.grad = torch.ones(3)
+        optimizer.step()
+        assert calls == ["pre", "post"], options
+        assert torch.all(param != 0)
+
+
 def test_the_rmsprop_config_builds_the_blocked_optimizer() -> None:
+    from hydra.utils import instantiate
+
     cfg = compose_config(["optim=rmsprop"])
     assert cfg.optim.optimizer._target_ == "vgp_bench.optimizers.RMSprop"
+    optimizer = instantiate(cfg.optim.optimizer)([nn.Parameter(torch.zeros(2))])
+    assert type(optimizer) is RMSprop
+    assert optimizer.defaults["alpha"] == cfg.optim.optimizer.alpha
+
+
+def test_a_training_run_takes_the_same_steps_as_under_torchs_rmsprop(small_blocks: None) -> None:
+    """The runner's own loop (a tiny VGP, all its tensors in several blocks) with either
+    optimizer: the same parameters after a few steps."""
+    from tests.helpers import TINY
+    from vgp_bench.benchmarks.overhead import make_trainer, run_steps
+
+    states = []
+    for target in ("vgp_bench.optimizers.RMSprop", "torch.optim.RMSprop"):
+        trainer = make_trainer(
+            [*TINY, "inference=vgp", f"optim.optimizer._target_={target}"], data=[]
+        )
+        expected = RMSprop if target.startswith("vgp_bench") else torch.optim.RMSprop
+        assert type(trainer.parts.optimizer) is expected
+        run_steps(trainer, 4)
+        states.append({**trainer.parts.model.state_dict(), **trainer.parts.heads.state_dict()})
+    assert states[0].keys() == states[1].keys()
+    assert all(torch.equal(states[0][name], states[1][name]) for name in states[0])

@@ -119,13 +119,17 @@ def test_the_draw_studys_test_stage_evaluates_finished_runs_on_the_whole_test_se
         study / "draw_vgp_default_s0", model="draw", inference="vgp", seed=0, status="running"
     )
     env = os.environ | {"STUDY_DIR": str(study), "SAMPLES": "5", "DATA_DIR": str(tmp_path)}
-    done = subprocess.run(
-        ["bash", str(REPO / "scripts" / "study_draw.sh"), "test"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+
+    def test_stage() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", str(REPO / "scripts" / "study_draw.sh"), "test"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    done = test_stage()
     assert done.returncode == 0, done.stderr
     assert "draw_vgp_default_s0 not finished" in done.stdout
     assert "testing draw_vae_s0 on the whole test set, S = 5" in done.stdout
@@ -135,3 +139,7 @@ def test_the_draw_studys_test_stage_evaluates_finished_runs_on_the_whole_test_se
     (whole,) = record["evaluations"]
     assert (whole["is_samples"], whole["subset"], whole["checkpoint"]) == (5, None, "last.pt")
     assert whole["n_examples"] > record["test"]["n_examples"] == 4  # all, not the first 4
+    again = test_stage()  # the stage run again (a new session): nothing evaluated twice
+    assert again.returncode == 0, again.stderr
+    assert "draw_vae_s0 tested on the whole test set already" in again.stdout
+    assert json.loads((study / "draw_vae_s0" / "metrics.json").read_text()) == record

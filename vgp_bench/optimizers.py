@@ -160,7 +160,8 @@ class RMSprop(torch.optim.RMSprop):
     differentiable or capturable) is torch's own step.
     """
 
-    block_size = 1 << 16  # elements a block: 3 x 256 KiB of state, gradient and parameter
+    block_size = 1 << 16  # elements a block: 256 KiB each of state, gradient, parameter and
+    # the square root's buffer in float32
 
     def _blockable(self) -> bool:
         """Whether every group takes the plain update on CPU tensors."""
@@ -182,7 +183,7 @@ class RMSprop(torch.optim.RMSprop):
     def step(self, closure=None):  # type: ignore[no-untyped-def, override]
         """One update of every parameter with a gradient (torch's update, in blocks)."""
         if not self._blockable():
-            return super().step(closure)
+            return torchs_step(self, closure)
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -214,6 +215,15 @@ class RMSprop(torch.optim.RMSprop):
         flat = [tensor.view(-1) for tensor in tensors]  # [P] each
         for start in range(0, size, self.block_size):
             yield tuple(tensor[start : start + self.block_size] for tensor in flat)  # type: ignore[misc]
+
+
+def torchs_step(optimizer: RMSprop, closure=None):  # type: ignore[no-untyped-def]
+    """torch.optim.RMSprop.step without the hook wrapper torch puts on every optimizer class's
+    step: this class's own wrapper has run the step hooks already."""
+    step = torch.optim.RMSprop.step
+    if getattr(step, "hooked", False):
+        step = step.__wrapped__  # type: ignore[attr-defined]
+    return step(optimizer, closure)
 
 
 def rmsprop_update(

@@ -57,8 +57,8 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     """Fit every family in `cfg.families` to `cfg.target`; write the PNG and `fit.json`."""
     check_fit_settings(cfg)
     check_families(cfg)
-    print(f"vgp-fit: {apply_threads(cfg.get('threads'))}", file=sys.stderr)
-    keep_freed_memory()
+    threads = apply_threads(cfg.get("threads"))
+    print(f"vgp-fit: {threads}, {keep_freed_memory()}", file=sys.stderr)
     target: Target = build(cfg.target)
     rows: list[dict[str, Any]] = []
     fitted: dict[str, FittedFamily] = {}

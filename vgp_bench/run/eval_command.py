@@ -182,8 +182,8 @@ def _hydra_main(cfg: DictConfig) -> None:
         sys.exit(1)
     try:
         check_eval_settings(OmegaConf.create({"threads": cfg.get("threads")}))
-        print(f"vgp-eval: {apply_threads(cfg.get('threads'))}", file=sys.stderr)
-        keep_freed_memory()
+        threads = apply_threads(cfg.get("threads"))
+        print(f"vgp-eval: {threads}, {keep_freed_memory()}", file=sys.stderr)
         checkpoint = resolve_checkpoint(Path(str(cfg.checkpoint)))
         if checkpoint != Path(str(cfg.checkpoint)):
             print(f"vgp-eval: evaluating {checkpoint}", file=sys.stderr)

@@ -43,7 +43,6 @@ def train(
     check_train_settings(cfg)
     check_compile_device(cfg)
     apply_threads(cfg.get("threads"))
-    keep_freed_memory()
     context = init_distributed(cfg.trainer.get("ddp_backend"))
     try:
         run_dir = Path(context.broadcast_object(str(run_dir)))
@@ -71,8 +70,9 @@ def _hydra_main(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     run_dir = hydra_cfg.runtime.output_dir
     try:
+        memory = keep_freed_memory()
         if int(os.environ.get("RANK", "0")) == 0:
-            print(f"vgp-train: {apply_threads(cfg.get('threads'))}, run folder {run_dir}")
+            print(f"vgp-train: {apply_threads(cfg.get('threads'))}, {memory}, run folder {run_dir}")
         metrics = train(cfg, run_dir, hydra_files(cfg))
     except Exception as error:  # user errors and crashes alike: one line, the rest in the log
         print_error("vgp-train", error, expected=isinstance(error, USER_ERRORS))

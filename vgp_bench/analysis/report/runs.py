@@ -223,8 +223,8 @@ def one_per_seed(runs: Sequence[Run]) -> tuple[list[Run], list[Excluded]]:
 def unfinished_state(folder: Path, status: str, steps: int = 0) -> tuple[str, str]:
     """(status, reason) of a run recorded as running: live while a process holds its lock,
     else stopped (killed), resumable from its last.pt or restarted by the next start. Steps
-    recorded without a checkpoint are most often a study's snapshot, which copies no
-    checkpoints."""
+    recorded without a checkpoint are a study's snapshot, which copies no checkpoints (a run
+    writes metrics.json at a step only after its last.pt)."""
     holder = lock_holder(folder)
     if holder is not None:
         return "running", f"running: {holder} holds its lock"
@@ -235,9 +235,8 @@ def unfinished_state(folder: Path, status: str, steps: int = 0) -> tuple[str, st
         )
     if status == "running" and steps > 0:
         return "unfinished", (
-            f"recorded at step {steps} with no checkpoint here: a study's snapshot (its run "
-            "trains or resumes in its own folder), or a run killed before its first "
-            "checkpoint (the same command again restarts it)"
+            f"recorded at step {steps} with no checkpoint here: a study's snapshot, whose run "
+            "trains or resumes in its own folder (or a run whose checkpoints were removed)"
         )
     if status == "running":
         return "stopped", (
@@ -265,7 +264,7 @@ def load_run(folder: Path, include_diverged: bool = False) -> Run | Excluded:
     if status != "finished":
         if record.error:
             return Excluded(folder, status, one_line(record.error))
-        steps = int(record.steps) if record.has("steps") else 0
+        steps = int(record.steps or 0) if record.has("steps") else 0
         return Excluded(folder, *unfinished_state(folder, status, steps))
     chosen = chosen_evaluation(record.data)
     if chosen is None:

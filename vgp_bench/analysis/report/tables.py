@@ -311,7 +311,7 @@ def excluded_table(excluded: Sequence[Excluded], diverged: bool = False) -> Tabl
         title = "Diverged runs (not in the tables)"
     else:
         notes = [
-            "Unfinished (running: a live process holds its lock; stopped: its process is "
+            "Runs not finished (running: a live process holds its lock; stopped: its process is "
             "gone, resumable from its last.pt; unfinished: recorded at some step without a "
             "checkpoint, as a study's snapshot is; interrupted), failed, unevaluated or unreadable "
             "runs, Hydra run folders without metrics.json, and copies: folders holding a run "
