@@ -90,3 +90,19 @@ def test_unknown_keys_and_non_objects_are_refused(tmp_path: Path) -> None:
     (tmp_path / "metrics.json").write_text("[1, 2]")
     with pytest.raises(NotAnObjectError):
         read_record(tmp_path / "metrics.json")
+
+
+def test_the_printed_summary_names_the_split_evaluated() -> None:
+    from vgp_bench.run.evaluate import format_summary
+
+    summary = {
+        "nll": 89.03,
+        "nll_stderr": 1.03,
+        "bound_nll": 94.04,
+        "bound_nll_stderr": 1.09,
+        "is_samples": 5000,
+        "n_examples": 400,
+    }
+    assert format_summary({**summary, "split": "valid"}).splitlines()[1].split()[0] == "valid"
+    assert format_summary(summary).splitlines()[1].split()[0] == "test"  # older records
+    assert format_summary(summary, "final").splitlines()[1].split()[0] == "final"

@@ -294,9 +294,11 @@ def evaluation_journal(
     return EvaluationJournal(run_dir, fingerprint, log, code_version())
 
 
-def format_summary(summary: dict[str, Any], label: str = "test") -> str:
-    """A short human-readable table of one evaluation (an Evaluation's object)."""
+def format_summary(summary: dict[str, Any], label: str | None = None) -> str:
+    """A short human-readable table of one evaluation (an Evaluation's object), its row named
+    by `label` or else by the split evaluated."""
     evaluation = Evaluation(summary)
+    label = label or str(summary.get("split") or "test")
     lines = [
         f"{'':<10} {'-log p(x) (IS)':>18} {'-bound':>18}   samples  examples",
         f"{label:<10} {evaluation.nll:>10.2f} ± {evaluation.nll_stderr:<5.2f} "
