@@ -1,28 +1,45 @@
 #!/usr/bin/env python
-"""What reproducing each Table 1 row costs on this machine: its command, its training steps,
-the measured time of a step and of its test evaluation, and the CPU-hours they add up to.
+"""What reproducing each Table 1 and Table 2 row costs: its command, its training steps, the
+measured time of a step and of its test evaluation on this machine's CPU, the CPU-hours they
+add up to, and an estimate of the same on one GPU.
 
     scripts/reproduction_costs.py --out results/reproduction   # costs.md and costs.json
 
 Each row is its `configs/experiment/` file as `vgp-train experiment=<name>` runs it: steps =
 trainer.epochs x batches per epoch (a run that stops early costs less); a step is timed on a
 few steps of the real loop (untrained parameters: the time depends on shapes, not values); the
-test evaluation (S = eval.is_samples, here the tables' 5000, on the 10,000 test images) from
-one timed eval batch (`vgp_bench/benchmarks/evaluation_time.py`). One process, one thread.
+test evaluation (the final one at eval.is_samples, plus one at eval.epoch_is_samples for each of
+trainer.eval_at_epochs, on the test images the row evaluates) from one eval batch
+(`vgp_bench/benchmarks/evaluation_time.py`). One process, one thread. Table 2's rows run on
+synthetic images of Sketch's shape and sizes (56x56, 18,000 train, 2,000 test): the times
+depend on shapes only, and no Sketch file is needed.
+
+The GPU columns are a model, not a measurement (`vgp_bench/benchmarks/gpu_estimate.py`): the
+kernels of one traced step and of the traced evaluation batch, priced by a launch-and-roofline
+model of one H200, as a range. The evaluation batch is timed while it is traced (the tracer's
+own cost, microseconds an operator, is small beside an evaluation's large batches).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from vgp_bench.benchmarks.evaluation_time import TEST_IMAGES, evaluation_seconds
+from vgp_bench.benchmarks.evaluation_time import evaluation_run
 from vgp_bench.benchmarks.families import data_overrides
+from vgp_bench.benchmarks.gpu_estimate import (
+    GpuModel,
+    estimated_seconds,
+    trace_of,
+    trace_training_step,
+)
 from vgp_bench.benchmarks.overhead import make_trainer, run_steps
 from vgp_bench.run.runtime import compose_config
 
@@ -38,52 +55,140 @@ ROWS = [
     "table1_dlgm2_vgp_iwae",
     "table1_draw_vae",
     "table1_draw_vgp",
+    "table2_draw_vae",
+    "table2_draw_vgp",
 ]
 SLOW = ("draw",)  # a step takes seconds: time fewer steps and fewer samples
+SKETCH_SHAPED = [
+    "dataset=synthetic",
+    "dataset.shape=[1,56,56]",
+    "dataset.n_train=18000",
+    "dataset.n_valid=100",
+    "dataset.n_test=2000",
+]
 
 
-def row_cost(name: str) -> dict[str, Any]:
-    """The measured costs of `vgp-train experiment=<name>` on this machine."""
-    cfg = compose_config([*data_overrides(), f"experiment={name}"])  # as vgp-train composes it
-    trainer = make_trainer([f"experiment={name}"])  # (the bench's: no checkpoints, no end)
+def row_data(name: str) -> list[str]:
+    """The dataset overrides a row is timed on: Sketch-shaped images for Table 2, else MNIST."""
+    return SKETCH_SHAPED if name.startswith("table2") else data_overrides()
+
+
+def test_work(cfg: Any, test_images: int) -> dict[str, int]:
+    """The images and importance samples of a row's test evaluations: the final one and one
+    for each of trainer.eval_at_epochs."""
+    subset = cfg.eval.subset
+    images = test_images if subset is None else min(int(subset), test_images)
+    at_epochs = len(cfg.trainer.eval_at_epochs or [])
+    samples = int(cfg.eval.is_samples) + at_epochs * int(cfg.eval.epoch_is_samples)
+    return {"images": images, "samples": samples}
+
+
+def hours(seconds: float) -> float:
+    """Hours, to four significant digits (a GPU's evaluations take seconds)."""
+    return float(f"{seconds / 3600:.4g}")
+
+
+def row_cost(name: str, gpu: GpuModel) -> dict[str, Any]:
+    """The measured CPU costs of `vgp-train experiment=<name>`, and the GPU model's range."""
+    data = row_data(name)
+    cfg = compose_config([*data, f"experiment={name}"])  # as vgp-train composes it
+    trainer = make_trainer([f"experiment={name}"], data=data)  # (no checkpoints, no end)
     slow = any(word in name for word in SLOW)
     run_steps(trainer, 1 if slow else 3)  # warm-up
     step_seconds = run_steps(trainer, 2 if slow else 20)
+    step_trace = trace_training_step(trainer)
     train = trainer.parts.data.train
     batches = train.batch_count(int(cfg.trainer.batch_size), bool(cfg.trainer.drop_last))
     steps = int(cfg.trainer.epochs) * batches
-    samples = int(cfg.eval.is_samples)
-    timed = evaluation_seconds([f"experiment={name}"], 100 if slow else 1000)
-    evaluation_hours = (
-        timed["seconds"] * (TEST_IMAGES / timed["images_timed"]) * (samples / timed["samples"])
-    ) / 3600
+    work = test_work(cfg, len(trainer.parts.data.test))
+    run, sizes = evaluation_run([f"experiment={name}"], 100 if slow else 1000, data)
+    started = time.perf_counter()
+    eval_trace = trace_of(run)
+    eval_seconds = time.perf_counter() - started
+    scale = (work["images"] / sizes["images_timed"]) * (work["samples"] / sizes["samples"])
+    step_gpu = estimated_seconds(step_trace, gpu)
+    eval_gpu = estimated_seconds(eval_trace, gpu)
     return {
         "command": f"vgp-train experiment={name}",
+        "data": "Sketch-shaped synthetic" if data is SKETCH_SHAPED else data[0].split("=")[1],
         "epochs": int(cfg.trainer.epochs),
         "steps": steps,
         "batch_size": int(cfg.trainer.batch_size),
         "step_ms": round(1000 * step_seconds, 2),
-        "training_cpu_hours": round(steps * step_seconds / 3600, 1),
-        "test_is_samples": samples,
-        "evaluation_cpu_hours": round(evaluation_hours, 2),
+        "training_cpu_hours": hours(steps * step_seconds),
+        "test_is_samples": int(cfg.eval.is_samples),
+        "test_images": work["images"],
+        "test_evaluations": work,
+        "evaluation_timed": {**sizes, "seconds": round(eval_seconds, 3)},
+        "evaluation_cpu_hours": hours(eval_seconds * scale),
+        "gpu_model": {
+            "step": step_trace.summary(gpu),
+            "evaluation_batch": eval_trace.summary(gpu),
+            "step_ms": [round(1000 * value, 2) for value in step_gpu],
+            "training_hours": [hours(steps * value) for value in step_gpu],
+            "evaluation_hours": [hours(scale * value) for value in eval_gpu],
+        },
     }
 
 
+def short(value: float) -> str:
+    """A number for the table: whole above 100, else two significant digits or one decimal."""
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 1:
+        return f"{value:.1f}"
+    return f"{value:.2g}"
+
+
+def span(values: list[float]) -> str:
+    """A model's (low, high) range as text."""
+    low, high = values
+    return f"{short(low)}–{short(high)}"
+
+
+def evaluations(row: dict[str, Any]) -> str:
+    """A row's test evaluations: images x samples (the final one's, plus those at epochs)."""
+    work = row["test_evaluations"]
+    extra = work["samples"] - row["test_is_samples"]
+    return f"{work['images']} x {row['test_is_samples']}" + (f" (+{extra})" if extra else "")
+
+
 def markdown(record: dict[str, Any]) -> str:
+    """costs.md: the intro with the conditions, then a row per experiment."""
+    gpu = record["gpu"]
+    rows = list(record["rows"].values())
+    versions = sorted({row["code_version"] for row in rows})
+    times = sorted(row["measured"] for row in rows)
     lines = [
-        f"Measured {record['measured']} at {record['code_version']}, one thread, load average "
-        f"{record['load_average']} at start{record.get('note', '')} (with other jobs running "
-        "the times are upper bounds for an idle core). GPU: not measured (no GPU has been lent "
-        "to this project; `make gpu-check` on one gives its step times).",
+        f"Measured {times[0]} to {times[-1]} at {', '.join(versions)}, one thread{record['note']}"
+        " (each row's load average at its start is in costs.json; with other jobs running the "
+        "CPU times are upper bounds for an idle core). Table 2's rows are timed on synthetic "
+        "images of Sketch's shape and sizes (56x56, 18,000 train, 2,000 test). Test images x S: "
+        "the final test evaluation, plus the samples of the evaluations at "
+        "trainer.eval_at_epochs.",
         "",
-        "| command | epochs x steps | ms / step | training CPU-h | test S | evaluation CPU-h |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        f"**The GPU columns are a model, not a measurement** ({gpu['name']}; no GPU has been "
+        "lent to this project): the kernels of one traced step and of one traced evaluation "
+        f"batch, each at least {gpu['min_kernel_seconds'] * 1e6:g} µs, else its FLOPs or bytes "
+        f"at {gpu['achieved_fraction']:g} of the peak ({gpu['peak_flops'] / 1e12:g} TFLOP/s, "
+        f"{gpu['peak_bytes'] / 1e12:g} TB/s), and a host cost of "
+        f"{gpu['host_seconds_per_kernel'][0] * 1e6:g} to "
+        f"{gpu['host_seconds_per_kernel'][1] * 1e6:g} µs a kernel; low: host and device "
+        "overlapped, high: one after the other. `make gpu-check` on a GPU measures the steps.",
+        "",
+        "| command | epochs x steps | CPU ms / step | training CPU-h | test images x S "
+        "| evaluation CPU-h | kernels / step | GPU ms / step (model) | training GPU-h (model) "
+        "| evaluation GPU-h (model) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for row in record["rows"].values():
+    for row in rows:
+        model = row["gpu_model"]
         lines.append(
             f"| `{row['command']}` | {row['epochs']} x {row['steps'] // row['epochs']} | "
-            f"{row['step_ms']:.1f} | {row['training_cpu_hours']:.1f} | "
-            f"{row['test_is_samples']} | {row['evaluation_cpu_hours']:.2f} |"
+            f"{row['step_ms']:.1f} | {short(row['training_cpu_hours'])} | {evaluations(row)} | "
+            f"{short(row['evaluation_cpu_hours'])} | {model['step']['kernels']} | "
+            f"{span(model['step_ms'])} | {span(model['training_hours'])} | "
+            f"{span(model['evaluation_hours'])} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -91,7 +196,9 @@ def markdown(record: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("results/reproduction"))
-    parser.add_argument("--rows", nargs="*", default=ROWS)
+    parser.add_argument(
+        "--rows", nargs="*", default=ROWS, help="measure these rows; the others in costs.json stay"
+    )
     parser.add_argument("--render", action="store_true", help="only redraw costs.md")
     parser.add_argument("--note", default="", help="what else ran, e.g. ', studies paused'")
     args = parser.parse_args()
@@ -99,20 +206,26 @@ def main() -> None:
     if args.render:
         (args.out / "costs.md").write_text(markdown(json.loads(path.read_text())))
         return
+    unknown = sorted(set(args.rows) - set(ROWS))
+    if unknown:
+        parser.error(f"unknown rows {unknown}; the rows are {ROWS}")
     from vgp_bench.run.runtime import code_version
 
     torch.set_num_threads(1)
-    record: dict[str, Any] = {
-        "measured": time.strftime("%Y-%m-%d %H:%M"),
-        "code_version": code_version(),
-        "load_average": [round(v, 1) for v in __import__("os").getloadavg()],
-        "note": args.note,
-        "rows": {},
-    }
+    gpu = GpuModel()
+    old = json.loads(path.read_text()) if path.exists() else {}
+    kept = {name: row for name, row in old.get("rows", {}).items() if "gpu_model" in row}
+    record: dict[str, Any] = {"note": args.note, "gpu": asdict(gpu), "rows": kept}
     args.out.mkdir(parents=True, exist_ok=True)
     for name in args.rows:
         print(f"{name} ...", flush=True)
-        record["rows"][name] = row_cost(name)
+        conditions = {
+            "measured": time.strftime("%Y-%m-%d %H:%M"),
+            "code_version": code_version(),
+            "load_average": [round(value, 1) for value in os.getloadavg()],
+        }
+        record["rows"][name] = {**row_cost(name, gpu), **conditions}
+        record["rows"] = {row: record["rows"][row] for row in ROWS if row in record["rows"]}
         path.write_text(json.dumps(record, indent=2))
     (args.out / "costs.md").write_text(markdown(record))
     print(markdown(record))

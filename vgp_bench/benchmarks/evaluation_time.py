@@ -11,6 +11,7 @@ per-batch preparation is then counted once per timed chunk group, a slight overe
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -33,35 +34,51 @@ ROWS: dict[str, tuple[list[str], int]] = {
 }
 
 
-def evaluation_seconds(overrides: list[str], samples: int) -> dict[str, Any]:
-    """Seconds of the runner's IS evaluation of the first eval batch of the test split with
-    `samples` samples each (CPU)."""
+def evaluation_run(
+    overrides: list[str], samples: int, data: list[str] | None = None
+) -> tuple[Callable[[], Any], dict[str, int]]:
+    """The runner's IS evaluation of the first eval batch of the test split with `samples`
+    samples each (CPU), ready to run, and its sizes (`data`: the dataset overrides, by default
+    converted MNIST when present)."""
     from vgp_bench.run.build import build_components
     from vgp_bench.run.evaluate import estimate_split
 
-    cfg = compose_config([*data_overrides(), "device=cpu", *overrides])
+    cfg = compose_config([*(data_overrides() if data is None else data), "device=cpu", *overrides])
     parts = build_components(cfg)
     chunk_size, batch_size = int(cfg.eval.chunk_size), int(cfg.eval.batch_size)
     split = parts.data.test.subset(batch_size)
-    started = time.perf_counter()
-    estimate_split(
-        parts.model,
-        parts.heads,
-        split,
-        samples,
-        chunk_size,
-        batch_size,
-        make_generator(parts.device, 0),
-        parts.device,
-    )
-    seconds = time.perf_counter() - started
-    return {
+
+    def run() -> Any:
+        return estimate_split(
+            parts.model,
+            parts.heads,
+            split,
+            samples,
+            chunk_size,
+            batch_size,
+            make_generator(parts.device, 0),
+            parts.device,
+        )
+
+    sizes = {
         "images_timed": len(split),
         "samples": samples,
-        "seconds": round(seconds, 3),
         "chunk_size": chunk_size,
         "batch_size": batch_size,
     }
+    return run, sizes
+
+
+def evaluation_seconds(
+    overrides: list[str], samples: int, data: list[str] | None = None
+) -> dict[str, Any]:
+    """Seconds of the runner's IS evaluation of the first eval batch of the test split with
+    `samples` samples each (CPU)."""
+    run, sizes = evaluation_run(overrides, samples, data)
+    started = time.perf_counter()
+    run()
+    seconds = time.perf_counter() - started
+    return {**sizes, "seconds": round(seconds, 3)}
 
 
 def bench_evaluation_time(quick: bool) -> dict[str, Any]:

@@ -1,0 +1,103 @@
+"""The GPU model of the reproduction costs: which operators count as kernels, their FLOPs and
+bytes, the (low, high) range it prices them at, a real step traced with the GPU's optimizer
+path; and scripts/reproduction_costs.py's table drawn from its JSON as committed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from vgp_bench.benchmarks import gpu_estimate
+from vgp_bench.benchmarks.gpu_estimate import GpuModel, KernelTrace, estimated_seconds, trace_of
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def costs_script():
+    """scripts/reproduction_costs.py as a module."""
+    spec = importlib.util.spec_from_file_location(
+        "reproduction_costs", ROOT / "scripts/reproduction_costs.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_matrix_product_is_one_kernel_with_its_flops_and_bytes() -> None:
+    left = torch.ones(3, 5, dtype=torch.float64)
+    right = torch.ones(5, 7, dtype=torch.float64)
+    trace = trace_of(lambda: left @ right)
+    assert trace.kernels == 1 and trace.host_syncs == 0
+    assert trace.flops == [2 * 3 * 5 * 7]
+    assert trace.bytes_moved == [8 * (3 * 5 + 5 * 7 + 3 * 7)]
+
+
+def test_views_and_allocations_launch_nothing_and_item_syncs() -> None:
+    values = torch.arange(12.0)
+
+    def work() -> float:
+        grid = values.view(3, 4).t()  # views: no kernel
+        torch.empty(5)  # an allocation: no kernel
+        return (grid * 2).sum().item()  # mul, sum, and the copy to the host
+
+    trace = trace_of(work)
+    assert trace.kernels == 3 and trace.host_syncs == 1
+    assert trace.flops == [12.0, 1.0, 0.0]  # one a result element; the host gets a number
+
+
+def test_a_launch_bound_trace_costs_its_host_time_and_a_large_kernel_its_roofline() -> None:
+    gpu = GpuModel()
+    tiny = KernelTrace()
+    for _ in range(1000):
+        tiny.add(flops=10.0, bytes_moved=40.0, sync=False)
+    low, high = estimated_seconds(tiny, gpu)
+    fast, slow = gpu.host_seconds_per_kernel
+    assert low == pytest.approx(1000 * max(fast, gpu.min_kernel_seconds))
+    assert high == pytest.approx(1000 * (slow + gpu.min_kernel_seconds))
+    large = KernelTrace()
+    large.add(flops=2 * 4096.0**3, bytes_moved=3 * 4 * 4096.0**2, sync=False)
+    compute = 2 * 4096.0**3 / (gpu.peak_flops * gpu.achieved_fraction)
+    assert large.device_seconds(gpu) == pytest.approx(compute)
+    assert estimated_seconds(large, gpu) == pytest.approx((compute, slow + compute))
+
+
+def test_a_training_step_is_traced_with_the_multi_tensor_update_and_restored() -> None:
+    from vgp_bench.benchmarks.overhead import make_trainer, run_steps
+
+    torch.manual_seed(0)
+    trainer = make_trainer(
+        ["model=dlgm1", "inference=vae", "trainer.batch_size=10"],
+        data=["dataset=synthetic", "dataset.n_train=40", "dataset.n_test=10"],
+    )
+    groups = trainer.parts.optimizer.param_groups
+    before = [group["foreach"] for group in groups]
+    first = gpu_estimate.trace_training_step(trainer)
+    second = gpu_estimate.trace_training_step(trainer)
+    assert [group["foreach"] for group in groups] == before
+    assert first.kernels == second.kernels > 0 and first.flops == second.flops
+    per_tensor = trace_of(lambda: run_steps(trainer, 1))  # the CPU's update, tensor by tensor
+    assert first.kernels < per_tensor.kernels
+
+
+def test_test_work_counts_the_final_and_the_epoch_evaluations() -> None:
+    from vgp_bench.run.runtime import compose_config
+
+    module = costs_script()
+    table2 = compose_config([*module.SKETCH_SHAPED, "experiment=table2_draw_vae"])
+    assert module.test_work(table2, 2000) == {"images": 2000, "samples": 500 + 3 * 100}
+    table1 = compose_config(["dataset=synthetic", "experiment=table1_dlgm1_vae"])
+    assert module.test_work(table1, 10000) == {"images": 10000, "samples": 5000}
+
+
+def test_the_committed_costs_table_is_drawn_from_its_json() -> None:
+    module = costs_script()
+    folder = ROOT / "results" / "reproduction"
+    record = json.loads((folder / "costs.json").read_text())
+    assert list(record["rows"]) == [row for row in module.ROWS if row in record["rows"]]
+    assert set(record["rows"]) == set(module.ROWS), "measure every row: --rows"
+    assert module.markdown(record) == (folder / "costs.md").read_text()
