@@ -209,9 +209,11 @@ def main() -> None:
     unknown = sorted(set(args.rows) - set(ROWS))
     if unknown:
         parser.error(f"unknown rows {unknown}; the rows are {ROWS}")
+    from vgp_bench.run.host_memory import keep_freed_memory
     from vgp_bench.run.runtime import code_version
 
     torch.set_num_threads(1)
+    malloc = keep_freed_memory()  # as vgp-train runs: the steps' large buffers reused
     gpu = GpuModel()
     old = json.loads(path.read_text()) if path.exists() else {}
     kept = {name: row for name, row in old.get("rows", {}).items() if "gpu_model" in row}
@@ -223,6 +225,7 @@ def main() -> None:
             "measured": time.strftime("%Y-%m-%d %H:%M"),
             "code_version": code_version(),
             "load_average": [round(value, 1) for value in os.getloadavg()],
+            "malloc": malloc,
         }
         record["rows"][name] = {**row_cost(name, gpu), **conditions}
         record["rows"] = {row: record["rows"][row] for row in ROWS if row in record["rows"]}
