@@ -3,7 +3,8 @@
 measured time of a step and of its test evaluation on this machine's CPU, the CPU-hours they
 add up to, and an estimate of the same on one GPU.
 
-    scripts/reproduction_costs.py --out results/reproduction   # costs.md and costs.json
+    scripts/reproduction_costs.py --out results/reproduction   # costs.md and costs.json, and
+                                                               # the table in README.md
 
 Each row is its `configs/experiment/` file as `vgp-train experiment=<name>` runs it: steps =
 trainer.epochs x batches per epoch (a run that stops early costs less); a step is timed on a
@@ -193,6 +194,41 @@ def markdown(record: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+README_MARKERS = ("<!-- table:costs -->", "<!-- /table -->")
+
+
+def readme_table(record: dict[str, Any]) -> str:
+    """The README's short form of costs.md: each row's command and hours."""
+    lines = [
+        "| command | training CPU-h | test CPU-h | GPU-h, training + test (model) |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for row in record["rows"].values():
+        model = row["gpu_model"]
+        gpu = [a + b for a, b in zip(model["training_hours"], model["evaluation_hours"])]
+        lines.append(
+            f"| `{row['command']}` | {short(row['training_cpu_hours'])} | "
+            f"{short(row['evaluation_cpu_hours'])} | {span(gpu)} |"
+        )
+    return "\n".join(lines)
+
+
+def with_readme_table(readme: str, record: dict[str, Any]) -> str:
+    """The README's text with the table between its markers redrawn from `record`."""
+    start, end = README_MARKERS
+    head, rest = readme.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{readme_table(record)}\n{end}{tail}"
+
+
+def write_tables(folder: Path, record: dict[str, Any]) -> None:
+    """costs.md in `folder`, and the README's table when the folder is the checkout's."""
+    (folder / "costs.md").write_text(markdown(record))
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    if folder.resolve() == readme.parent / "results" / "reproduction":
+        readme.write_text(with_readme_table(readme.read_text(), record))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("results/reproduction"))
@@ -204,7 +240,7 @@ def main() -> None:
     args = parser.parse_args()
     path = args.out / "costs.json"
     if args.render:
-        (args.out / "costs.md").write_text(markdown(json.loads(path.read_text())))
+        write_tables(args.out, json.loads(path.read_text()))
         return
     unknown = sorted(set(args.rows) - set(ROWS))
     if unknown:
@@ -230,7 +266,7 @@ def main() -> None:
         record["rows"][name] = {**row_cost(name, gpu), **conditions}
         record["rows"] = {row: record["rows"][row] for row in ROWS if row in record["rows"]}
         path.write_text(json.dumps(record, indent=2))
-    (args.out / "costs.md").write_text(markdown(record))
+    write_tables(args.out, record)
     print(markdown(record))
 
 

@@ -1,6 +1,7 @@
 """The GPU model of the reproduction costs: which operators count as kernels, their FLOPs and
 bytes, the (low, high) range it prices them at, a real step traced with the GPU's optimizer
-path; and scripts/reproduction_costs.py's table drawn from its JSON as committed."""
+path; and scripts/reproduction_costs.py's tables (costs.md, the README's) drawn from its JSON as
+committed."""
 
 from __future__ import annotations
 
@@ -101,3 +102,7 @@ def test_the_committed_costs_table_is_drawn_from_its_json() -> None:
     assert list(record["rows"]) == [row for row in module.ROWS if row in record["rows"]]
     assert set(record["rows"]) == set(module.ROWS), "measure every row: --rows"
     assert module.markdown(record) == (folder / "costs.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert module.with_readme_table(readme, record) == readme, (
+        "scripts/reproduction_costs.py --render"
+    )
