@@ -255,11 +255,12 @@ def main() -> None:
     kept = {name: row for name, row in old.get("rows", {}).items() if "gpu_model" in row}
     record: dict[str, Any] = {"note": args.note, "gpu": asdict(gpu), "rows": kept}
     args.out.mkdir(parents=True, exist_ok=True)
+    version = code_version()  # before this run writes its own files into the checkout
     for name in args.rows:
         print(f"{name} ...", flush=True)
         conditions = {
             "measured": time.strftime("%Y-%m-%d %H:%M"),
-            "code_version": code_version(),
+            "code_version": version,
             "load_average": [round(value, 1) for value in os.getloadavg()],
             "malloc": malloc,
         }
