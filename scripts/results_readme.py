@@ -20,11 +20,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from vgp_bench.analysis.report.runs import chosen_evaluation
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
-READMES = ("vgp_vs_vae", "dlgm1_families")
+READMES = ("vgp_vs_vae", "dlgm1_families", "convergence")
 TABLE = re.compile(r"(<!-- table:([\w.-]+) -->\n)(.*?)(<!-- /table -->)", re.S)
 VALUE = re.compile(r"(<!-- v:([\w.-]+) -->)(.*?)(<!-- /v -->)", re.S)
 
@@ -146,13 +148,15 @@ def test_table() -> str:
     return table(header, rows)
 
 
-def difference(a: str, b: str, seeds: Sequence[int], key: str) -> tuple[float, float, list[float]]:
+def difference(
+    a: str, b: str, seeds: Sequence[int], key: str, study: str = "vgp_vs_vae"
+) -> tuple[float, float, list[float]]:
     """Mean of run prefix `a` minus mean of `b` (positive: b is better), the unpaired standard
     error sqrt(se_a^2 + se_b^2) of the two means, and the per-seed differences."""
-    a_values = [test_of(V, f"{a}_s{s}")[key] for s in seeds]
-    b_values = [test_of(V, f"{b}_s{s}")[key] for s in seeds]
-    a_mean, a_se = mean_se(a_values, test_of(V, f"{a}_s{seeds[0]}").get(f"{key}_stderr"))
-    b_mean, b_se = mean_se(b_values, test_of(V, f"{b}_s{seeds[0]}").get(f"{key}_stderr"))
+    a_values = [test_of(study, f"{a}_s{s}")[key] for s in seeds]
+    b_values = [test_of(study, f"{b}_s{s}")[key] for s in seeds]
+    a_mean, a_se = mean_se(a_values, test_of(study, f"{a}_s{seeds[0]}").get(f"{key}_stderr"))
+    b_mean, b_se = mean_se(b_values, test_of(study, f"{b}_s{seeds[0]}").get(f"{key}_stderr"))
     per_seed = [x - y for x, y in zip(a_values, b_values)]
     return a_mean - b_mean, math.hypot(a_se, b_se), per_seed
 
@@ -436,6 +440,141 @@ def families_table() -> str:
     return table(header, rows)
 
 
+C = "convergence"
+# the study's rows in training order: label, run name without its seed (seeds pooled)
+CONVERGENCE_ROWS = [
+    ("DLGM 2hl + VGP, the paper's form", "dlgm2_vgp_paper"),
+    ("DLGM 2hl + the paper form's twin without the GP", "dlgm2_vgp_paper_affine"),
+    ("DLGM 2hl + VAE", "dlgm2_vae"),
+    ("DLGM 1hl + VAE", "dlgm1_vae"),
+    ("DLGM 1hl + VGP, the default", "dlgm1_vgp_default"),
+    ("DLGM 1hl + the default's control without the GP", "dlgm1_vgp_linear"),
+]
+CONVERGENCE_PAIRS = [
+    ("dlgm2: VAE - the paper's VGP", "dlgm2_vae", "dlgm2_vgp_paper"),
+    (
+        "dlgm2: twin - the paper's VGP (what the GP adds)",
+        "dlgm2_vgp_paper_affine",
+        "dlgm2_vgp_paper",
+    ),
+    ("dlgm2: VAE - the twin", "dlgm2_vae", "dlgm2_vgp_paper_affine"),
+    ("dlgm1: VAE - the default VGP", "dlgm1_vae", "dlgm1_vgp_default"),
+    (
+        "dlgm1: control - the default VGP (what the GP adds)",
+        "dlgm1_vgp_linear",
+        "dlgm1_vgp_default",
+    ),
+]
+STOPS = {"early_stopping": "stopped", "epochs": "cap", "max_steps": "step cap"}
+
+
+def stop_of(metrics: dict[str, Any]) -> str:
+    """Why a finished run ended, in words (runs from before early stopping ran their epochs)."""
+    reason = metrics.get("stop_reason") or "epochs"
+    return STOPS.get(reason, reason)
+
+
+def study_seeds(study: str, name: str) -> list[int]:
+    """The seeds of a row with a committed run folder."""
+    found = (
+        re.fullmatch(rf"{re.escape(name)}_s(\d+)", path.name)
+        for path in (RESULTS / study / "runs").glob(f"{name}_s*")
+    )
+    return sorted(int(match[1]) for match in found if match)
+
+
+def tested_seeds(study: str, name: str) -> list[int]:
+    """The seeds of a row whose run finished and was tested."""
+    return [
+        seed
+        for seed in study_seeds(study, name)
+        if load(study, f"{name}_s{seed}").get("status") == "finished"
+        and chosen_evaluation(load(study, f"{name}_s{seed}")) is not None
+    ]
+
+
+def best_epoch(metrics: dict[str, Any]) -> int:
+    """The epoch of the best validation bound (recorded by runs since early stopping came)."""
+    if metrics.get("best_epoch"):
+        return int(metrics["best_epoch"])
+    return int(max(metrics["history"], key=lambda entry: entry["valid_bound"])["epoch"])
+
+
+def at_best_epoch(study: str, run: str, key: str) -> float | None:
+    """A per-epoch statistic at the best validation epoch (the checkpoint tested)."""
+    metrics = load(study, run)
+    for entry in metrics["history"]:
+        if entry["epoch"] == best_epoch(metrics) and key in entry:
+            return float(entry[key])
+    return None
+
+
+def mean_cell(values: Sequence[float | None], digits: int = 3) -> str:
+    """The mean over seeds of a statistic, or a dash where a family has none."""
+    present = [value for value in values if value is not None]
+    return f"{statistics.fmean(present):.{digits}f}" if present else "—"
+
+
+def convergence_table(study: str = C) -> str:
+    """Each row at its stop: epochs, best validation bound, test IS and bound, how q uses its
+    flexibility at the tested epoch; a row still training says where it is."""
+    header = [
+        "row", "seeds", "epochs (why it ended)", "best epoch", "best valid bound",
+        "-log p(x) (IS)", "-bound", "warp share", "nonlinear share", "total correlation",
+        "k-hat > 0.7",
+    ]  # fmt: skip
+    rows = []
+    for label, name in CONVERGENCE_ROWS:
+        seeds = tested_seeds(study, name)
+        if not seeds:
+            started = study_seeds(study, name)
+            where = "queued"
+            if started:
+                metrics = load(study, f"{name}_s{started[0]}")
+                status = metrics.get("status")
+                state = "training" if status in ("running", "interrupted") else status
+                where = f"{state}, epoch {metrics['epochs_completed']}"
+            rows.append([label, "—", where, *["—"] * (len(header) - 3)])
+            continue
+        runs = [f"{name}_s{seed}" for seed in seeds]
+        metrics = [load(study, run) for run in runs]
+        tests = [test_of(study, run) for run in runs]
+        cells: list[object] = [
+            label,
+            ", ".join(map(str, seeds)),
+            ", ".join(f"{m['epochs_completed']} ({stop_of(m)})" for m in metrics),
+            ", ".join(str(best_epoch(m)) for m in metrics),
+            f"{statistics.fmean(best_valid(study, run) for run in runs):.2f}",
+        ]
+        for key in ("nll", "bound_nll"):
+            mean, se = mean_se([t[key] for t in tests], tests[0].get(f"{key}_stderr"))
+            cells.append(f"{mean:.2f} ± {se:.2f}")
+        for key in ("z/warp_share", "z/nonlinear_warp_share", "z/total_correlation"):
+            cells.append(mean_cell([at_best_epoch(study, run, key) for run in runs]))
+        cells.append(mean_cell([t.get("pareto_k_above_0_7") for t in tests], 2))
+        rows.append(cells)
+    return table(header, rows)
+
+
+def convergence_differences_table(study: str = C) -> str:
+    """Differences of the test means over the seeds both rows have, and whether they call for
+    more seeds (within 3 standard errors of zero)."""
+    rows = []
+    for label, a, b in CONVERGENCE_PAIRS:
+        seeds = sorted(set(tested_seeds(study, a)) & set(tested_seeds(study, b)))
+        if not seeds:
+            rows.append([label, "—", "—", "—", "waiting for both rows"])
+            continue
+        cells: list[object] = [label, ", ".join(map(str, seeds))]
+        for key in ("nll", "bound_nll"):
+            diff, se, _ = difference(a, b, seeds, key, study)
+            cells.append(difference_cell(diff, se))
+        diff, se, _ = difference(a, b, seeds, "nll", study)
+        cells.append("more seeds" if abs(diff) < 3 * se else "settled at 3 SE")
+        rows.append(cells)
+    return table(["", "seeds", "-log p(x) (IS)", "-bound", "IS difference"], rows)
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "test": test_table,
     "dlgm1-differences": lambda: differences_table(DLGM1, [0, 1, 2], paper=True),
@@ -448,6 +587,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "fixed": fixed_table,
     "local": local_table,
     "families": families_table,
+    "convergence": convergence_table,
+    "convergence-differences": convergence_differences_table,
 }
 
 
@@ -494,7 +635,14 @@ def fam(run: str, key: str) -> float:
     return test_of(F, run)[key]
 
 
+def convergence_setting(key: str) -> str:
+    """A trainer setting of the study's runs, as the first committed run's config resolved it."""
+    first = sorted((RESULTS / C / "runs").glob("*/config.yaml"))[0]
+    return str(OmegaConf.select(OmegaConf.load(first), key, throw_on_missing=True))
+
+
 VALUES: dict[str, Callable[[], str]] = {
+    "convergence.min_delta": lambda: convergence_setting("trainer.early_stopping.min_delta"),
     "dlgm2.lead.min": lambda: f"{min(dlgm2_leads()):.2f}",
     "dlgm2.lead.max": lambda: f"{max(dlgm2_leads()):.2f}",
     "dlgm2.paper.lead.s1": lambda: f"{lead('dlgm2_vae_s1', 'dlgm2_vgp_paper_s0'):.2f}",

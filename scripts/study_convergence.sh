@@ -9,7 +9,7 @@
 #
 #   scripts/study_convergence.sh train    # train every run not yet finished (resumes exactly)
 #   scripts/study_convergence.sh report   # results/convergence/: table (md, csv), curves, configs,
-#                                         # progress.md (each run's state and curve)
+#                                         # progress.md (each run's state and curve), README's tables
 #   scripts/study_convergence.sh all      # both
 #
 # Rows (seed 0 first; more seeds where a difference is within 3 standard errors of zero):
@@ -47,6 +47,7 @@ report() {
   collect_and_report dlgm "$results_dir"
   run_python scripts/study_progress.py "$results_dir/runs" --epochs 1,10,25,50,100,200,300,500,1000 \
     >"$results_dir/progress.md"
+  run_python scripts/results_readme.py  # README.md's tables, from the runs just collected
 }
 
 run_stage "${1:-all}"

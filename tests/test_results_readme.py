@@ -1,20 +1,22 @@
 """The results READMEs quote no number by hand: tables and numbers are generated from the runs.
 
 Checked: every table between `<!-- table:NAME -->` markers and every number between
-`<!-- v:NAME -->` markers in results/vgp_vs_vae/README.md and results/dlgm1_families/README.md
-equals what scripts/results_readme.py computes from the committed runs (test IS and bound with
-their standard errors, bound - IS, aux gap, k-hat share, validation bounds by epoch and best,
-differences between methods with unpaired standard errors and per-seed differences, the
-pilots' and the fixed decoder's warp statistics, the local-gap fits, the family runs'
-wall_time_s, and the prose numbers: the dlgm2 leads over the VAE, the fixed-r control's test
-and validation gaps, the dlgm1 leads, the family study's gains, costs and shared runs); and
-outside those places no decimal number appears in the READMEs' text (bar the named constants),
-nor in the top-level README.
+`<!-- v:NAME -->` markers in results/vgp_vs_vae/README.md, results/dlgm1_families/README.md and
+results/convergence/README.md equals what scripts/results_readme.py computes from the committed
+runs (test IS and bound with their standard errors, bound - IS, aux gap, k-hat share,
+validation bounds by epoch and best, differences between methods with unpaired standard errors
+and per-seed differences, the pilots' and the fixed decoder's warp statistics, the local-gap
+fits, the family runs' wall_time_s, the convergence rows at their stop and their differences,
+and the prose numbers: the dlgm2 leads over the VAE, the fixed-r control's test and validation
+gaps, the dlgm1 leads, the family study's gains, costs and shared runs); and outside those
+places no decimal number appears in the READMEs' text (bar the named constants), nor in the
+top-level README.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import math
 import re
 from pathlib import Path
 
@@ -85,3 +87,30 @@ def test_the_quoted_overstatements_stay_mended() -> None:
         "11",
     )
     assert (values["families.wall.min"], values["families.wall.max"]) == ("48", "1022")
+
+
+def test_the_convergence_tables_pool_tested_rows_and_say_where_the_others_are() -> None:
+    """Run on the 100-epoch study's runs: a tested row gets its epochs, test numbers and head
+    statistics at the tested epoch, a missing row is queued, and a pair with a common seed
+    gets its difference and whether it calls for more seeds."""
+    module = script()
+    lines = module.convergence_table("vgp_vs_vae").splitlines()
+    paper = next(line for line in lines if line.startswith("| DLGM 2hl + VGP, the paper's form"))
+    test = module.test_of("vgp_vs_vae", "dlgm2_vgp_paper_s0")
+    metrics = module.load("vgp_vs_vae", "dlgm2_vgp_paper_s0")
+    cells = [cell.strip() for cell in paper.strip("|").split("|")]
+    assert cells[1] == "0" and cells[2] == f"{metrics['epochs_completed']} (cap)"
+    assert cells[5] == f"{test['nll']:.2f} ± {test['nll_stderr']:.2f}"
+    tested_at = next(e for e in metrics["history"] if e["epoch"] == module.best_epoch(metrics))
+    assert cells[7] == f"{tested_at['z/warp_share']:.3f}"
+    assert cells[10] == f"{test['pareto_k_above_0_7']:.2f}"
+    vae = next(line for line in lines if line.startswith("| DLGM 2hl + VAE"))
+    assert "0, 1" in vae and vae.count("—") == 3  # no head diagnostics for the VAE
+    assert any(
+        line.startswith("| DLGM 2hl + the paper form's twin") and "queued" in line for line in lines
+    )
+    differences = module.convergence_differences_table("vgp_vs_vae")
+    vae_test = module.test_of("vgp_vs_vae", "dlgm2_vae_s0")
+    se = math.hypot(vae_test["nll_stderr"], test["nll_stderr"])
+    cell = module.difference_cell(vae_test["nll"] - test["nll"], se)
+    assert f"| dlgm2: VAE - the paper's VGP | 0 | {cell} |" in differences
