@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -20,6 +21,7 @@ __all__ = [
     "SEED_SHIFT",
     "TINY",
     "compose_config",
+    "load_script",
     "paper_form",
     "project_files",
     "solve_tolerance",
@@ -34,6 +36,15 @@ PAPER_FORM = CONFIG_DIR / "inference" / "vgp_form" / "paper.yaml"
 # two computations checked to a tolerance derived from it); statistical tests keep their seeds,
 # their thresholds being chosen for those draws. scripts/test_variations.sh runs seed1.
 SEED_SHIFT = int(os.environ.get("VGP_TEST_SEED", "0"))
+
+
+def load_script(name: str) -> Any:
+    """scripts/<name>.py as a module (the scripts are files, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def varied_seed(seed: int) -> int:

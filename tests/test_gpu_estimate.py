@@ -5,28 +5,23 @@ committed."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
+from tests.helpers import load_script
 from vgp_bench.benchmarks import gpu_estimate
 from vgp_bench.benchmarks.gpu_estimate import GpuModel, KernelTrace, estimated_seconds, trace_of
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def costs_script():
+def costs_script() -> Any:
     """scripts/reproduction_costs.py as a module."""
-    spec = importlib.util.spec_from_file_location(
-        "reproduction_costs", ROOT / "scripts/reproduction_costs.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("reproduction_costs")
 
 
 def test_a_matrix_product_is_one_kernel_with_its_flops_and_bytes() -> None:

@@ -15,10 +15,12 @@ top-level README.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import re
 from pathlib import Path
+from typing import Any
+
+from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 # decimals that are settings or architecture, not results
@@ -26,15 +28,9 @@ CONSTANTS = {"0.7", "7.5M"}  # the PSIS k-hat threshold; the dense T(h) layer's 
 README_CONSTANTS = {"3.11"}  # the Python version
 
 
-def script():
+def script() -> Any:
     """scripts/results_readme.py as a module."""
-    spec = importlib.util.spec_from_file_location(
-        "results_readme", ROOT / "scripts/results_readme.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("results_readme")
 
 
 def loose_decimals(text: str) -> list[str]:
