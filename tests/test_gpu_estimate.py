@@ -57,7 +57,7 @@ def test_a_launch_bound_trace_costs_its_host_time_and_a_large_kernel_its_rooflin
     assert high == pytest.approx(1000 * (slow + gpu.min_kernel_seconds))
     large = KernelTrace()
     large.add(flops=2 * 4096.0**3, bytes_moved=3 * 4 * 4096.0**2, sync=False)
-    compute = 2 * 4096.0**3 / (gpu.peak_flops * gpu.achieved_fraction)
+    compute = 2 * 4096.0**3 / (gpu.peak_flops_per_second * gpu.achieved_fraction)
     assert large.device_seconds(gpu) == pytest.approx(compute)
     assert estimated_seconds(large, gpu) == pytest.approx((compute, slow + compute))
 

@@ -35,18 +35,22 @@ ROWS: dict[str, tuple[list[str], int]] = {
 
 
 def evaluation_run(
-    overrides: list[str], samples: int, data: list[str] | None = None
+    overrides: list[str],
+    samples: int,
+    data: list[str] | None = None,
+    split_name: str = "test",
+    images: int | None = None,
 ) -> tuple[Callable[[], Any], dict[str, int]]:
-    """The runner's IS evaluation of the first eval batch of the test split with `samples`
-    samples each (CPU), ready to run, and its sizes (`data`: the dataset overrides, by default
-    converted MNIST when present)."""
+    """The runner's IS evaluation of the first `images` (one eval batch) of a split with
+    `samples` samples each (CPU), ready to run, and its sizes (`data`: the dataset overrides,
+    by default converted MNIST when present)."""
     from vgp_bench.run.build import build_components
     from vgp_bench.run.evaluate import estimate_split
 
     cfg = compose_config([*(data_overrides() if data is None else data), "device=cpu", *overrides])
     parts = build_components(cfg)
     chunk_size, batch_size = int(cfg.eval.chunk_size), int(cfg.eval.batch_size)
-    split = parts.data.test.subset(batch_size)
+    split = getattr(parts.data, split_name).subset(images or batch_size)
 
     def run() -> Any:
         return estimate_split(

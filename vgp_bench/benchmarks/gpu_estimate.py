@@ -7,9 +7,10 @@ allocations are none; `.item()` is a kernel and a host sync). An eager step on a
 least the host's time to issue its kernels (kernels x a per-operator host cost) and at least
 the device's time to run them (each kernel at least `min_kernel_seconds`, else its FLOPs or its
 bytes at the achieved fraction of the GPU's peak, whichever is longer). The estimate is the
-range between perfect overlap of the two, max(host, device), and none, host + device, with the
-per-operator host cost at the low and the high end of what eager PyTorch spends
-(`GpuModel.host_seconds_per_kernel`). `make gpu-check` on a GPU measures the real steps.
+range between perfect overlap of the two, max(host, device), and none, host + device (which
+also covers the waits at host syncs, counted but not priced apart), with an assumed host cost
+per operator at a fast and a slow host's (`GpuModel.host_seconds_per_kernel`). `make gpu-check`
+on a GPU measures the real steps.
 """
 
 from __future__ import annotations
@@ -37,8 +38,15 @@ NO_KERNEL = {
     aten.lift_fresh.default,
     aten.set_.source_Storage_storage_offset,
     aten.resize_.default,
+    aten._unsafe_view.default,
 }
-HOST_SYNC = {aten._local_scalar_dense.default, aten.equal.default, aten.nonzero.default}
+HOST_SYNC = {
+    aten._local_scalar_dense.default,
+    aten.equal.default,
+    aten.nonzero.default,
+    aten.masked_select.default,
+    aten._linalg_check_errors.default,
+}
 
 
 @dataclass(frozen=True)
@@ -46,19 +54,22 @@ class GpuModel:
     """The GPU an estimate prices kernels on: one H200 SXM (NVIDIA's data sheet), fp32."""
 
     name: str = "H200 SXM, fp32"
-    peak_flops: float = 67e12  # FP32 FLOP/s without tensor cores (torch's default fp32 matmul)
-    peak_bytes: float = 4.8e12  # HBM3e bytes/s
+    peak_flops_per_second: float = (
+        67e12  # FP32 FLOP/s without tensor cores (torch's default fp32 matmul)
+    )
+    peak_bytes_per_second: float = 4.8e12  # HBM3e bytes/s
     achieved_fraction: float = 0.5  # of either peak, by a kernel large enough to reach it
     min_kernel_seconds: float = 3e-6  # the shortest a kernel occupies the device
-    host_seconds_per_kernel: tuple[float, float] = (5e-6, 20e-6)  # eager PyTorch's Python,
-    # dispatcher, autograd and launch cost of one operator: fast host to slow host
+    # assumed, not measured: eager PyTorch's Python, dispatcher, autograd and launch cost of
+    # one operator on a fast and on a slow host
+    host_seconds_per_kernel: tuple[float, float] = (5e-6, 20e-6)
 
     def kernel_seconds(self, flops: float, bytes_moved: float) -> float:
         """Device seconds of one kernel: its roofline time, at least the shortest kernel."""
         return max(
             self.min_kernel_seconds,
-            flops / (self.peak_flops * self.achieved_fraction),
-            bytes_moved / (self.peak_bytes * self.achieved_fraction),
+            flops / (self.peak_flops_per_second * self.achieved_fraction),
+            bytes_moved / (self.peak_bytes_per_second * self.achieved_fraction),
         )
 
 
