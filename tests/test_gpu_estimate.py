@@ -101,3 +101,36 @@ def test_the_committed_costs_table_is_drawn_from_its_json() -> None:
     assert module.with_readme_table(readme, record) == readme, (
         "scripts/reproduction_costs.py --render"
     )
+
+
+def test_the_committed_hours_follow_from_the_measured_times() -> None:
+    """Each row's hours recompute from its step time, its timed evaluation batch (scaled by
+    images and samples) and, on the GPU model, from its traced milliseconds."""
+    module = costs_script()
+    rows = json.loads((ROOT / "results" / "reproduction" / "costs.json").read_text())["rows"]
+    for name, row in rows.items():
+        steps_seconds = row["steps"] * row["step_ms"] / 1000
+        assert row["steps_cpu_hours"] == pytest.approx(steps_seconds / 3600, rel=1e-2), name
+        timed, work = row["evaluation_timed"], row["test_evaluations"]
+        timed_samples = min(work["samples"], 100 if "draw" in name else 1000)
+        scale = (work["images"] / timed["images_timed"]) * (work["samples"] / timed_samples)
+        assert timed["samples"] == timed_samples, name
+        assert row["evaluation_cpu_hours"] == pytest.approx(
+            timed["seconds"] * scale / 3600, rel=1e-2
+        ), name
+        validation = row["validation"]
+        valid_hours = 0.0
+        if validation["images"]:
+            valid_timed = validation["timed"]
+            valid_hours = (
+                row["epochs"] * valid_timed["seconds"] * validation["images"]
+                / valid_timed["images_timed"] * validation["samples"] / valid_timed["samples"]
+                / 3600
+            )  # fmt: skip
+        assert row["training_cpu_hours"] == pytest.approx(
+            row["steps_cpu_hours"] + valid_hours, rel=1e-2, abs=1e-3
+        ), name
+        model = row["gpu_model"]
+        assert model["step_ms"][0] == pytest.approx(model["step"]["estimated_ms"][0], abs=0.01)
+        assert model["training_hours"][0] >= row["steps"] * model["step_ms"][0] / 3.6e6 * 0.99
+    assert module.number_cell(0.1048) == "0.10" and module.number_cell(12.34) == "12.3"
