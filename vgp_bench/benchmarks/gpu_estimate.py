@@ -54,9 +54,8 @@ class GpuModel:
     """The GPU an estimate prices kernels on: one H200 SXM (NVIDIA's data sheet), fp32."""
 
     name: str = "H200 SXM, fp32"
-    peak_flops_per_second: float = (
-        67e12  # FP32 FLOP/s without tensor cores (torch's default fp32 matmul)
-    )
+    # FP32 without tensor cores: torch's default for an fp32 matrix product
+    peak_flops_per_second: float = 67e12
     peak_bytes_per_second: float = 4.8e12  # HBM3e bytes/s
     achieved_fraction: float = 0.5  # of either peak, by a kernel large enough to reach it
     min_kernel_seconds: float = 3e-6  # the shortest a kernel occupies the device
