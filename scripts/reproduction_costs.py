@@ -122,13 +122,19 @@ def timed_then_traced(
 
 
 def evaluation_cost(
-    name: str, data: list[str], split_name: str, samples: int, images: int, slow: bool
+    name: str,
+    data: list[str],
+    cfg: DictConfig,
+    split_name: str,
+    samples: int,
+    images: int,
+    slow: bool,
 ) -> dict[str, Any]:
     """One split's evaluation at `samples` a image: timed on a few eval batches (one when slow)
     with up to a thousand samples, traced on one batch and one chunk of samples, each scaled
-    to `images` x `samples`; seconds and the GPU model's trace."""
+    to `images` x `samples` (`cfg`: the row's composed config, for its eval batch and chunk);
+    seconds and the GPU model's trace."""
     overrides = [f"experiment={name}"]
-    cfg = compose_config([*data, *overrides])
     batch, chunk = int(cfg.eval.batch_size), int(cfg.eval.chunk_size)
     timed_samples = min(samples, 100 if slow else 1000)
     timed_images = batch if slow else min(images, 10 * batch)
@@ -157,11 +163,11 @@ def row_cost(name: str, gpu: GpuModel) -> dict[str, Any]:
     epochs = int(cfg.trainer.epochs)
     steps = epochs * batches
     work = test_work(cfg, len(parts.data.test))
-    test = evaluation_cost(name, data, "test", work["samples"], work["images"], slow)
+    test = evaluation_cost(name, data, cfg, "test", work["samples"], work["images"], slow)
     has_valid = parts.data.valid is not None and data is not SKETCH_SHAPED  # Sketch: none
     valid_work = validation_work(cfg, len(parts.data.valid) if has_valid else 0)
     validation = (
-        evaluation_cost(name, data, "valid", valid_work["samples"], valid_work["images"], slow)
+        evaluation_cost(name, data, cfg, "valid", valid_work["samples"], valid_work["images"], slow)
         if valid_work["images"]
         else None
     )

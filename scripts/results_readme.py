@@ -11,6 +11,7 @@ from `results/<study>/runs/*/metrics.json` and `results/local_gap/local_gap.json
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import re
@@ -31,8 +32,9 @@ TABLE = re.compile(r"(<!-- table:([\w.-]+) -->\n)(.*?)(<!-- /table -->)", re.S)
 VALUE = re.compile(r"(<!-- v:([\w.-]+) -->)(.*?)(<!-- /v -->)", re.S)
 
 
+@functools.cache
 def load(study: str, run: str) -> dict[str, Any]:
-    """A committed run's metrics.json."""
+    """A committed run's metrics.json, read once per process (callers only read it)."""
     return json.loads((RESULTS / study / "runs" / run / "metrics.json").read_text())
 
 
@@ -485,11 +487,11 @@ def study_seeds(study: str, name: str) -> list[int]:
 
 def tested_seeds(study: str, name: str) -> list[int]:
     """The seeds of a row whose run finished and was tested."""
+    records = {seed: load(study, f"{name}_s{seed}") for seed in study_seeds(study, name)}
     return [
         seed
-        for seed in study_seeds(study, name)
-        if load(study, f"{name}_s{seed}").get("status") == "finished"
-        and chosen_evaluation(load(study, f"{name}_s{seed}")) is not None
+        for seed, record in records.items()
+        if record.get("status") == "finished" and chosen_evaluation(record) is not None
     ]
 
 

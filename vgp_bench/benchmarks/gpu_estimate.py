@@ -113,22 +113,26 @@ def estimated_seconds(trace: KernelTrace, gpu: GpuModel) -> tuple[float, float]:
     return max(fast_host, device), slow_host + device
 
 
-def tensors_bytes(values: Any) -> int:
-    """Bytes of every tensor in a nest of arguments or results (the viewed elements only)."""
+def tensors_in(values: Any) -> list[torch.Tensor]:
+    """The tensors in a nest of arguments or results."""
     leaves, _ = tree_flatten(values)
-    return sum(
-        leaf.numel() * leaf.element_size() for leaf in leaves if isinstance(leaf, torch.Tensor)
-    )
+    return [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
 
 
-def operator_flops(func: Any, args: tuple, kwargs: dict, out: Any) -> float:
+def tensors_bytes(tensors: list[torch.Tensor]) -> int:
+    """Bytes of the tensors (the viewed elements only)."""
+    return sum(tensor.numel() * tensor.element_size() for tensor in tensors)
+
+
+def operator_flops(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any, outputs: list[torch.Tensor]
+) -> float:
     """FLOPs of one operator: torch's formula where it has one (matrix products,
-    convolutions), else one per output element."""
+    convolutions), else one per element of its output tensors `outputs`."""
     formula = flop_registry.get(func.overloadpacket)
     if formula is not None:
         return float(formula(*args, **kwargs, out_val=out))
-    leaves, _ = tree_flatten(out)
-    return float(sum(leaf.numel() for leaf in leaves if isinstance(leaf, torch.Tensor)))
+    return float(sum(tensor.numel() for tensor in outputs))
 
 
 def launches_kernel(func: Any) -> bool:
@@ -149,9 +153,10 @@ class KernelCounter(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if launches_kernel(func):
+            outputs = tensors_in(out)  # flattened once for the FLOPs and the bytes
             self.trace.add(
-                operator_flops(func, args, kwargs, out),
-                float(tensors_bytes((args, kwargs)) + tensors_bytes(out)),
+                operator_flops(func, args, kwargs, out, outputs),
+                float(tensors_bytes(tensors_in((args, kwargs))) + tensors_bytes(outputs)),
                 func in HOST_SYNC,
             )
         return out
