@@ -23,11 +23,12 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from vgp_bench.analysis.report.paper import PAPER
 from vgp_bench.analysis.report.runs import chosen_evaluation
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
-READMES = ("vgp_vs_vae", "dlgm1_families", "convergence")
+READMES = ("vgp_vs_vae", "dlgm1_families", "convergence", "calibration")
 TABLE = re.compile(r"(<!-- table:([\w.-]+) -->\n)(.*?)(<!-- /table -->)", re.S)
 VALUE = re.compile(r"(<!-- v:([\w.-]+) -->)(.*?)(<!-- /v -->)", re.S)
 
@@ -585,6 +586,75 @@ def convergence_differences_table(study: str = C) -> str:
     return table(["", "seeds", "-log p(x) (IS)", "-bound", "what the IS difference needs"], rows)
 
 
+K = "calibration"
+# the study's runs: name, what distinguishes it
+CALIBRATION_RUNS = [
+    ("burda_dlgm1_vae_s0", "the protocol (dynamic binarization)"),
+    ("burda_dlgm1_vae_fixed_s0", "the protocol with the fixed binarization"),
+]
+CALIBRATION_TOLERANCE = 0.5  # nats: the study's target is the anchor within this
+
+
+def calibration_anchor() -> float:
+    """The published number the study calibrates on: Table 1's DLGM + VAE (Burda et al.)."""
+    return float(PAPER["table1"][("dlgm1", "vae")]["value"])
+
+
+def planned_epochs(study: str, run: str) -> int:
+    """The epochs a run was configured to train (its resolved config)."""
+    config = OmegaConf.load(RESULTS / study / "runs" / run / "config.yaml")
+    return int(OmegaConf.select(config, "trainer.epochs", throw_on_missing=True))
+
+
+def calibration_verdict(difference_to_anchor: float, se: float) -> str:
+    """Whether a test estimate is within the tolerance of the anchor, in words."""
+    if abs(difference_to_anchor) <= CALIBRATION_TOLERANCE:
+        return f"within {CALIBRATION_TOLERANCE} nats"
+    side = "worse" if difference_to_anchor > 0 else "better"
+    miss = abs(difference_to_anchor) - CALIBRATION_TOLERANCE
+    return f"misses: {abs(difference_to_anchor):.2f} nats {side}, {miss:.2f} beyond (SE {se:.2f})"
+
+
+def calibration_table(study: str = K) -> str:
+    """Each calibration run: epochs, validation bounds, the test estimate against the anchor."""
+    anchor = calibration_anchor()
+    header = [
+        "run", "", "epochs", "last valid bound", "best valid bound (epoch)", "-log p(x) (IS)",
+        "-bound", f"IS - {anchor}", f"target: within {CALIBRATION_TOLERANCE}",
+    ]  # fmt: skip
+    rows = []
+    for run, what in CALIBRATION_RUNS:
+        if not (RESULTS / study / "runs" / run / "metrics.json").exists():
+            rows.append([f"`{run}`", what, "not run", *["—"] * (len(header) - 3)])
+            continue
+        metrics = load(study, run)
+        history = metrics["history"]
+        epochs = f"{metrics['epochs_completed']} of {planned_epochs(study, run)}"
+        cells: list[object] = [
+            f"`{run}`",
+            what,
+            epochs,
+            f"{history[-1]['valid_bound']:.2f}" if history else "—",
+            f"{best_valid(study, run):.2f} ({best_epoch(metrics)})" if history else "—",
+        ]
+        evaluation = chosen_evaluation(metrics) if metrics.get("status") == "finished" else None
+        if evaluation is None:
+            state = "training" if metrics.get("status") in ("running", "interrupted") else "—"
+            rows.append([*cells, state, *["—"] * (len(header) - len(cells) - 1)])
+            continue
+        nll, nll_se = evaluation["nll"], evaluation["nll_stderr"]
+        rows.append(
+            [
+                *cells,
+                f"{nll:.2f} ± {nll_se:.2f}",
+                f"{evaluation['bound_nll']:.2f} ± {evaluation['bound_nll_stderr']:.2f}",
+                signed(nll - anchor),
+                calibration_verdict(nll - anchor, nll_se),
+            ]
+        )
+    return table(header, rows)
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "test": test_table,
     "dlgm1-differences": lambda: differences_table(DLGM1, [0, 1, 2], paper=True),
@@ -599,6 +669,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "families": families_table,
     "convergence": convergence_table,
     "convergence-differences": convergence_differences_table,
+    "calibration": calibration_table,
 }
 
 
@@ -652,6 +723,8 @@ def convergence_setting(key: str) -> str:
 
 
 VALUES: dict[str, Callable[[], str]] = {
+    "calibration.anchor": lambda: f"{calibration_anchor():.2f}",
+    "calibration.tolerance": lambda: f"{CALIBRATION_TOLERANCE}",
     "convergence.min_delta": lambda: convergence_setting("trainer.early_stopping.min_delta"),
     "dlgm2.lead.min": lambda: f"{min(dlgm2_leads()):.2f}",
     "dlgm2.lead.max": lambda: f"{max(dlgm2_leads()):.2f}",

@@ -7,7 +7,7 @@
 #
 #   scripts/study_calibration.sh train    # train every run not yet finished (resumes exactly)
 #   scripts/study_calibration.sh report   # results/calibration/: table (md, csv), curves, configs,
-#                                         # progress.md (each run's state, by stage)
+#                                         # progress.md (each run's state, by stage), README's table
 #   scripts/study_calibration.sh all      # both
 #
 # Runs (RUNS=regex keeps the matching ones): burda_dlgm1_vae_s0, the protocol itself; and
@@ -32,6 +32,7 @@ report() {
   collect_and_report burda_ "$results_dir"
   # where each run stands, and the validation bound at the end of each of the 8 stages
   run_python scripts/study_progress.py "$results_dir/runs" >"$results_dir/progress.md"
+  run_python scripts/results_readme.py  # README.md's result table, from the runs just collected
 }
 
 run_stage "${1:-all}"

@@ -15,6 +15,7 @@ top-level README.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -58,12 +59,37 @@ def test_every_marker_names_a_generator() -> None:
         assert set(re.findall(r"<!-- v:([\w.-]+) -->", text)) <= set(module.VALUES)
 
 
+def calibration_protocol_decimals() -> set[str]:
+    """The settings results/calibration/README.md's protocol table quotes, from the code: the
+    staged step-size factors (vgp_bench.schedules), the optimizer's betas (configs/optim),
+    their paper's beta1 and the output bias's clip range (models/dlgm.py)."""
+    from omegaconf import OmegaConf
+
+    from vgp_bench.schedules import burda_stages, total_stage_epochs
+
+    stage_starts = [total_stage_epochs(stages) for stages in range(8)]  # 0, 1, 4, 13, ...
+    factors = {f"{burda_stages(epoch, 1):g}" for epoch in stage_starts}
+    betas = OmegaConf.load(ROOT / "configs" / "optim" / "burda_adam.yaml").optimizer.betas
+    return factors | {f"{beta:g}" for beta in betas} | {"0.9", "0.001", "0.999"}
+
+
 def test_no_number_is_quoted_by_hand() -> None:
-    """Outside generated places the results READMEs hold no decimal number."""
+    """Outside generated places the results READMEs hold no decimal number, bar the
+    calibration protocol's settings, which must be the code's."""
     module = script()
     for study in module.READMES:
         text = (ROOT / "results" / study / "README.md").read_text()
-        assert loose_decimals(text) == [], study
+        allowed = calibration_protocol_decimals() if study == "calibration" else set()
+        assert set(loose_decimals(text)) <= allowed, study
+
+
+def test_the_calibration_protocol_quotes_every_stage_step_size() -> None:
+    """The README's schedule row lists the code's eight factors in order."""
+    from vgp_bench.schedules import burda_stages, total_stage_epochs
+
+    text = (ROOT / "results" / "calibration" / "README.md").read_text()
+    factors = [burda_stages(total_stage_epochs(stages), 1) for stages in range(8)]
+    assert ", ".join(f"{factor:g}" for factor in factors) + " (x 1e-4)" in text
 
 
 def test_the_top_readme_quotes_no_result() -> None:
@@ -110,3 +136,66 @@ def test_the_convergence_tables_pool_tested_rows_and_say_where_the_others_are() 
     se = math.hypot(vae_test["nll_stderr"], test["nll_stderr"])
     cell = module.difference_cell(vae_test["nll"] - test["nll"], se)
     assert f"| dlgm2: VAE - the paper's VGP | 0 | {cell} |" in differences
+
+
+def calibration_run(
+    folder: Path, status: str, epochs: int, test_nll: float | None, planned: int = 3280
+) -> None:
+    """A calibration run folder: its resolved epochs, a validation curve and maybe its test."""
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text(f"trainer:\n  epochs: {planned}\n")
+    history = [
+        {"epoch": epoch, "valid_bound": -100.0 + epoch / 10} for epoch in range(1, epochs + 1)
+    ]
+    history[-1]["valid_bound"] = -99.95  # the last epoch below the best one before it
+    record: dict[str, Any] = {
+        "status": status,
+        "epochs_completed": epochs,
+        "steps": 10 * epochs,
+        "history": history,
+    }
+    if test_nll is not None:
+        record["test"] = {
+            "nll": test_nll,
+            "nll_stderr": 0.08,
+            "bound_nll": test_nll + 4.0,
+            "bound_nll_stderr": 0.09,
+            "is_samples": 5000,
+            "n_examples": 10000,
+            "split": "test",
+        }
+    (folder / "metrics.json").write_text(json.dumps(record))
+
+
+def calibration_cells(text: str, run: str) -> list[str]:
+    """The cells of a run's row in the calibration table."""
+    line = next(line for line in text.splitlines() if line.startswith(f"| `{run}`"))
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_the_calibration_table_measures_each_run_against_the_anchor(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The anchor is the paper module's DLGM + VAE number; a tested run gets its IS and bound,
+    its distance to the anchor and the verdict (within the tolerance, or by how much it
+    misses); a run still training says so; a run never started says so."""
+    module = script()
+    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    anchor = module.calibration_anchor()
+    assert anchor == 86.76
+    runs = tmp_path / "calibration-a" / "runs"
+    calibration_run(runs / "burda_dlgm1_vae_s0", "finished", 30, anchor + 0.3, planned=30)
+    calibration_run(runs / "burda_dlgm1_vae_fixed_s0", "running", 12, None)
+    text = module.calibration_table("calibration-a")
+    cells = calibration_cells(text, "burda_dlgm1_vae_s0")
+    assert cells[2:5] == ["30 of 30", "-99.95", "-97.10 (29)"]
+    assert cells[5:] == ["87.06 ± 0.08", "91.06 ± 0.09", "+0.30", "within 0.5 nats"]
+    fixed = calibration_cells(text, "burda_dlgm1_vae_fixed_s0")
+    assert fixed[2] == "12 of 3280" and fixed[5:] == ["training", "—", "—", "—"]
+
+    runs = tmp_path / "calibration-b" / "runs"
+    calibration_run(runs / "burda_dlgm1_vae_s0", "finished", 30, anchor + 1.25, planned=30)
+    text = module.calibration_table("calibration-b")
+    cells = calibration_cells(text, "burda_dlgm1_vae_s0")
+    assert cells[7:] == ["+1.25", "misses: 1.25 nats worse, 0.75 beyond (SE 0.08)"]
+    assert calibration_cells(text, "burda_dlgm1_vae_fixed_s0")[2] == "not run"
