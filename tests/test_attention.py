@@ -8,6 +8,7 @@ import torch
 
 from vgp_bench.models.attention import (
     FILTER_EPSILON,
+    LOG_FILTER_FLOOR,
     AttentionRead,
     AttentionWrite,
     FullRead,
@@ -51,6 +52,40 @@ def test_filterbank_matches_python_loops_in_float64():
             torch.testing.assert_close(
                 filters[s, b], torch.tensor(expected, dtype=torch.float64), rtol=1e-12, atol=1e-14
             )
+
+
+def test_filter_weights_below_the_floor_are_zero_not_subnormal():
+    """Narrow filters far from most pixels: every weight whose exponent is below the floor is
+    exactly zero, each weight differs from the unfloored formula's (float64 loops) by at most
+    exp(floor) / epsilon (the normalising sum can be as small as epsilon), and in
+    float32 no weight is subnormal (the slow path of x86 arithmetic) while the same formula
+    without the floor makes many; gradients stay finite."""
+    center = torch.tensor([[2.0, 14.0, 40.0]], dtype=torch.float64)  # the last off the image
+    stride = torch.tensor([[3.0, 1.0, 2.0]], dtype=torch.float64)
+    variance = torch.tensor([[0.5, 2.0, 0.05]], dtype=torch.float64)
+    filters = filterbank(center, stride, variance, size=28, n=5)
+    for b in range(3):
+        expected = torch.tensor(
+            loop_filterbank(center[0, b].item(), stride[0, b].item(), variance[0, b].item(), 28, 5),
+            dtype=torch.float64,
+        )
+        bound = math.exp(LOG_FILTER_FLOOR) / FILTER_EPSILON  # 4.2e-10
+        torch.testing.assert_close(filters[0, b], expected, rtol=1e-12, atol=bound)
+        means = center[0, b] + (torch.arange(1, 6, dtype=torch.float64) - 3) * stride[0, b]
+        exponent = -((torch.arange(1, 29) - means[:, None]) ** 2) / (2 * variance[0, b])
+        assert torch.equal(filters[0, b] == 0, exponent <= LOG_FILTER_FLOOR)
+    assert (filters == 0).sum() > 200  # of 420
+
+    raw = torch.tensor([[0.0, 0.9, -3.5, -1.0, 0.0], [1.8, -1.8, -4.0, 0.0, 0.0]])
+    raw.requires_grad_(True)
+    window = window_from_parameters(raw, 28, 28, 5)
+    weights = torch.cat([window.filters_x, window.filters_y], dim=-1)  # [2, 5, 56]
+    tiny = torch.finfo(torch.float32).tiny
+    assert (weights == 0).any() and not ((weights != 0) & (weights.abs() < tiny)).any()
+    unfloored = torch.exp(-((torch.arange(1, 29) - 14.5) ** 2) / (2 * 0.5))  # float32
+    assert ((unfloored != 0) & (unfloored < tiny)).sum() > 0  # what the floor avoids
+    write(torch.ones(2, 25), window.filters_x, window.filters_y, window.intensity).sum().backward()
+    assert raw.grad is not None and torch.isfinite(raw.grad).all()
 
 
 def test_window_parameters_map_to_paper_grid():
