@@ -28,7 +28,7 @@ from vgp_bench.analysis.report.runs import chosen_evaluation
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
-READMES = ("vgp_vs_vae", "dlgm1_families", "convergence", "calibration")
+READMES = ("vgp_vs_vae", "dlgm1_families", "convergence", "calibration", "draw")
 TABLE = re.compile(r"(<!-- table:([\w.-]+) -->\n)(.*?)(<!-- /table -->)", re.S)
 VALUE = re.compile(r"(<!-- v:([\w.-]+) -->)(.*?)(<!-- /v -->)", re.S)
 
@@ -86,6 +86,18 @@ def row(cells: Sequence[object]) -> str:
 def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A markdown table."""
     return "\n".join([row(header), row(["---"] * len(header)), *(row(r) for r in rows)]) + "\n"
+
+
+def has_run(study: str, run: str) -> bool:
+    """Whether a run's record is committed under results/<study>/runs."""
+    return (RESULTS / study / "runs" / run / "metrics.json").exists()
+
+
+def where_it_is(metrics: dict[str, Any]) -> str:
+    """A run that has no test result yet, in words."""
+    status = metrics.get("status")
+    state = "training" if status in ("running", "interrupted") else status
+    return f"{state}, epoch {metrics['epochs_completed']}"
 
 
 V = "vgp_vs_vae"
@@ -531,12 +543,7 @@ def convergence_table(study: str = C) -> str:
         seeds = tested_seeds(study, name)
         if not seeds:
             started = study_seeds(study, name)
-            where = "queued"
-            if started:
-                metrics = load(study, f"{name}_s{started[0]}")
-                status = metrics.get("status")
-                state = "training" if status in ("running", "interrupted") else status
-                where = f"{state}, epoch {metrics['epochs_completed']}"
+            where = where_it_is(load(study, f"{name}_s{started[0]}")) if started else "queued"
             rows.append([label, "—", where, *["—"] * (len(header) - 3)])
             continue
         runs = [f"{name}_s{seed}" for seed in seeds]
@@ -624,7 +631,7 @@ def calibration_table(study: str = K) -> str:
     ]  # fmt: skip
     rows = []
     for run, what in CALIBRATION_RUNS:
-        if not (RESULTS / study / "runs" / run / "metrics.json").exists():
+        if not has_run(study, run):
             rows.append([f"`{run}`", what, "not run", *["—"] * (len(header) - 3)])
             continue
         metrics = load(study, run)
@@ -639,8 +646,7 @@ def calibration_table(study: str = K) -> str:
         ]
         evaluation = chosen_evaluation(metrics) if metrics.get("status") == "finished" else None
         if evaluation is None:
-            state = "training" if metrics.get("status") in ("running", "interrupted") else "—"
-            rows.append([*cells, state, *["—"] * (len(header) - len(cells) - 1)])
+            rows.append([*cells, where_it_is(metrics), *["—"] * (len(header) - len(cells) - 1)])
             continue
         nll, nll_se = evaluation["nll"], evaluation["nll_stderr"]
         rows.append(
@@ -653,6 +659,84 @@ def calibration_table(study: str = K) -> str:
             ]
         )
     return table(header, rows)
+
+
+D = "draw"
+# the study's runs: label, run folder, the paper's Table 1 key
+DRAW_RUNS = [
+    ("DRAW + VAE", "draw_vae_s0", ("draw", "vae")),
+    ("DRAW + VGP, the default", "draw_vgp_default_s0", ("draw", "vgp")),
+    ("DRAW + VGP, the paper's form", "draw_vgp_paper_s0", ("draw", "vgp")),
+]
+DRAW_EPOCHS = (1, 2, 5)  # validation bounds shown besides the last epoch's
+
+
+def draw_table(study: str = D) -> str:
+    """Each DRAW run: validation bounds by epoch, the test evaluation vgp-report uses (all
+    10,000 images once the test stage ran), the paper's converged GPU number beside it."""
+    header = [
+        "row", "epochs", *(f"valid bound, epoch {e}" for e in DRAW_EPOCHS), "last valid bound",
+        "test images", "S", "-log p(x) (IS)", "-bound", "paper's Table 1 (converged, GPU)",
+    ]  # fmt: skip
+    rows = []
+    for label, run, key in DRAW_RUNS:
+        paper = f"{PAPER['table1'][key]['value']:.2f}"
+        if not has_run(study, run):
+            rows.append([label, "not run", *["—"] * (len(header) - 3), paper])
+            continue
+        metrics = load(study, run)
+        history = metrics["history"]
+        cells: list[object] = [label, metrics["epochs_completed"]]
+        for epoch in DRAW_EPOCHS:
+            value = valid_at(study, run, epoch)
+            cells.append("—" if value is None else f"{value:.2f}")
+        cells.append(f"{history[-1]['valid_bound']:.2f}" if history else "—")
+        evaluation = chosen_evaluation(metrics) if metrics.get("status") == "finished" else None
+        if evaluation is None:
+            rows.append([*cells, where_it_is(metrics), "—", "—", "—", paper])
+            continue
+        rows.append(
+            [
+                *cells,
+                evaluation["n_examples"],
+                evaluation["is_samples"],
+                f"{evaluation['nll']:.2f} ± {evaluation['nll_stderr']:.2f}",
+                f"{evaluation['bound_nll']:.2f} ± {evaluation['bound_nll_stderr']:.2f}",
+                paper,
+            ]
+        )
+    return table(header, rows)
+
+
+def draw_differences_table(study: str = D) -> str:
+    """The VAE against each VGP form at equal epochs, on the same test images and S (the
+    standard error: both estimates' over the test images, unpaired)."""
+    rows = []
+    vae_run = DRAW_RUNS[0][1]
+    for label, run, _ in DRAW_RUNS[1:]:
+        name = f"VAE - {label.removeprefix('DRAW + ')}"
+        tested = [
+            chosen_evaluation(load(study, r))
+            if has_run(study, r) and load(study, r).get("status") == "finished"
+            else None
+            for r in (vae_run, run)
+        ]
+        if tested[0] is None or tested[1] is None:
+            rows.append([name, "—", "—", "—", "waiting for both rows"])
+            continue
+        vae, vgp = tested
+        epochs = [load(study, r)["epochs_completed"] for r in (vae_run, run)]
+        same = (vae["n_examples"], vae["is_samples"]) == (vgp["n_examples"], vgp["is_samples"])
+        if epochs[0] != epochs[1] or not same:
+            rows.append([name, "—", "—", "—", "not comparable: other epochs, images or S"])
+            continue
+        cells = [name, epochs[0]]
+        for key in ("nll", "bound_nll"):
+            se = math.hypot(vae[f"{key}_stderr"], vgp[f"{key}_stderr"])
+            cells.append(difference_cell(vae[key] - vgp[key], se))
+        cells.append(f"{vae['n_examples']} images, S = {vae['is_samples']}")
+        rows.append(cells)
+    return table(["", "epochs", "-log p(x) (IS)", "-bound", "on"], rows)
 
 
 TABLES: dict[str, Callable[[], str]] = {
@@ -670,6 +754,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "convergence": convergence_table,
     "convergence-differences": convergence_differences_table,
     "calibration": calibration_table,
+    "draw": draw_table,
+    "draw-differences": draw_differences_table,
 }
 
 

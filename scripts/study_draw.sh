@@ -15,7 +15,7 @@
 #   scripts/study_draw.sh test     # every finished run on all 10,000 test images (vgp-eval,
 #                                  # added to its metrics.json; resumes)
 #   scripts/study_draw.sh report   # results/draw/: table (md, csv), curves, sample grids,
-#                                  # canvas sequences, configs
+#                                  # canvas sequences, configs, README.md's tables
 #   scripts/study_draw.sh all      # train and report
 #
 # These are CPU runs of a few epochs: compare them with the paper's DRAW numbers (converged,
@@ -86,6 +86,7 @@ report() {
   done
   run_python scripts/study_progress.py "$results_dir/runs" --epochs 1,2,3,5,10,20 \
     >"$results_dir/progress.md"
+  run_python scripts/results_readme.py  # README.md's tables, from the runs just collected
 }
 
 case ${1:-all} in

@@ -1,16 +1,17 @@
 """The results READMEs quote no number by hand: tables and numbers are generated from the runs.
 
 Checked: every table between `<!-- table:NAME -->` markers and every number between
-`<!-- v:NAME -->` markers in results/vgp_vs_vae/README.md, results/dlgm1_families/README.md and
-results/convergence/README.md equals what scripts/results_readme.py computes from the committed
-runs (test IS and bound with their standard errors, bound - IS, aux gap, k-hat share,
-validation bounds by epoch and best, differences between methods with unpaired standard errors
-and per-seed differences, the pilots' and the fixed decoder's warp statistics, the local-gap
-fits, the family runs' wall_time_s, the convergence rows at their stop and their differences,
-and the prose numbers: the dlgm2 leads over the VAE, the fixed-r control's test and validation
-gaps, the dlgm1 leads, the family study's gains, costs and shared runs); and outside those
-places no decimal number appears in the READMEs' text (bar the named constants), nor in the
-top-level README.
+`<!-- v:NAME -->` markers in the results READMEs (vgp_vs_vae, dlgm1_families, convergence,
+calibration, draw) equals what scripts/results_readme.py computes from the committed runs
+(test IS and bound with their standard errors, bound - IS, aux gap, k-hat share, validation
+bounds by epoch and best, differences between methods with unpaired standard errors and
+per-seed differences, the pilots' and the fixed decoder's warp statistics, the local-gap fits,
+the family runs' wall_time_s, the convergence rows at their stop and their differences, the
+calibration run against its anchor, the DRAW runs and their difference, and the prose numbers:
+the dlgm2 leads over the VAE, the fixed-r control's test and validation gaps, the dlgm1 leads,
+the family study's gains, costs and shared runs); and outside those places no decimal number
+appears in the READMEs' text (bar the named constants and the calibration protocol's
+settings, which are checked against the code), nor in the top-level README.
 """
 
 from __future__ import annotations
@@ -191,7 +192,7 @@ def test_the_calibration_table_measures_each_run_against_the_anchor(
     assert cells[2:5] == ["30 of 30", "-99.95", "-97.10 (29)"]
     assert cells[5:] == ["87.06 ± 0.08", "91.06 ± 0.09", "+0.30", "within 0.5 nats"]
     fixed = calibration_cells(text, "burda_dlgm1_vae_fixed_s0")
-    assert fixed[2] == "12 of 3280" and fixed[5:] == ["training", "—", "—", "—"]
+    assert fixed[2] == "12 of 3280" and fixed[5:] == ["training, epoch 12", "—", "—", "—"]
 
     runs = tmp_path / "calibration-b" / "runs"
     calibration_run(runs / "burda_dlgm1_vae_s0", "finished", 30, anchor + 1.25, planned=30)
@@ -199,3 +200,60 @@ def test_the_calibration_table_measures_each_run_against_the_anchor(
     cells = calibration_cells(text, "burda_dlgm1_vae_s0")
     assert cells[7:] == ["+1.25", "misses: 1.25 nats worse, 0.75 beyond (SE 0.08)"]
     assert calibration_cells(text, "burda_dlgm1_vae_fixed_s0")[2] == "not run"
+
+
+def draw_run(folder: Path, status: str, epochs: int, test: tuple[float, int, int] | None) -> None:
+    """A DRAW run folder: a validation curve and maybe a test (IS, images, S)."""
+    folder.mkdir(parents=True)
+    history = [{"epoch": e, "valid_bound": -120.0 + e} for e in range(1, epochs + 1)]
+    record: dict[str, Any] = {
+        "status": status,
+        "epochs_completed": epochs,
+        "steps": 500 * epochs,
+        "history": history,
+    }
+    if test is not None:
+        nll, images, samples = test
+        record["test"] = {
+            "nll": nll,
+            "nll_stderr": 0.3,
+            "bound_nll": nll + 6.0,
+            "bound_nll_stderr": 0.4,
+            "is_samples": samples,
+            "n_examples": images,
+            "split": "test",
+        }
+    (folder / "metrics.json").write_text(json.dumps(record))
+
+
+def test_the_draw_tables_compare_the_families_only_at_equal_epochs_images_and_samples(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A tested DRAW run gets its validation bounds by epoch, its test evaluation and the
+    paper's converged number beside it; the VAE - VGP difference needs equal epochs, images
+    and S; a run still training and a run never started say so."""
+    module = script()
+    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    runs = tmp_path / "draw-a" / "runs"
+    draw_run(runs / "draw_vae_s0", "finished", 10, (95.0, 10000, 1000))
+    draw_run(runs / "draw_vgp_default_s0", "finished", 10, (93.5, 10000, 1000))
+    draw_run(runs / "draw_vgp_paper_s0", "running", 3, None)
+    text = module.draw_table("draw-a")
+    vae = [cell.strip() for cell in text.splitlines()[2].strip("|").split("|")]
+    assert vae == [
+        "DRAW + VAE", "10", "-119.00", "-118.00", "-115.00", "-110.00", "10000", "1000",
+        "95.00 ± 0.30", "101.00 ± 0.40", "80.97",
+    ]  # fmt: skip
+    paper = text.splitlines()[4]
+    assert "training, epoch 3" in paper and paper.endswith("| 79.88 |")
+    differences = module.draw_differences_table("draw-a")
+    se = math.hypot(0.3, 0.3)
+    expected = f"| VAE - VGP, the default | 10 | {module.difference_cell(1.5, se)} |"
+    assert expected in differences and "10000 images, S = 1000" in differences
+    assert "| VAE - VGP, the paper's form | — | — | — | waiting for both rows |" in differences
+
+    runs = tmp_path / "draw-b" / "runs"
+    draw_run(runs / "draw_vae_s0", "finished", 10, (95.0, 10000, 1000))
+    draw_run(runs / "draw_vgp_default_s0", "finished", 10, (93.5, 1000, 1000))
+    assert "not comparable" in module.draw_differences_table("draw-b")
+    assert "| DRAW + VGP, the paper's form | not run |" in module.draw_table("draw-b")
