@@ -321,6 +321,17 @@ def write_tables(folder: Path, record: dict[str, Any]) -> None:
         readme.write_text(with_readme_table(readme.read_text(), record))
 
 
+def gpu_record(gpu: GpuModel) -> dict[str, Any]:
+    """The GPU model as costs.json stores it (tuples become lists)."""
+    return json.loads(json.dumps(asdict(gpu)))
+
+
+def kept_rows(old: dict[str, Any], gpu: GpuModel) -> dict[str, Any]:
+    """The rows of a costs.json record a partial measurement keeps: all of them when they were
+    priced on this GPU model, none otherwise (they are measured again)."""
+    return dict(old.get("rows", {})) if old.get("gpu") == gpu_record(gpu) else {}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("results/reproduction"))
@@ -344,9 +355,7 @@ def main() -> None:
     malloc = keep_freed_memory()  # as vgp-train runs: the steps' large buffers reused
     gpu = GpuModel()
     old = json.loads(path.read_text()) if path.exists() else {}
-    same_model = old.get("gpu") == asdict(gpu)  # rows priced on another model are measured again
-    kept = {name: row for name, row in old.get("rows", {}).items() if same_model}
-    record: dict[str, Any] = {"gpu": asdict(gpu), "rows": kept}
+    record: dict[str, Any] = {"gpu": gpu_record(gpu), "rows": kept_rows(old, gpu)}
     args.out.mkdir(parents=True, exist_ok=True)
     version = code_version()  # before this run writes its own files into the checkout
     for name in args.rows:

@@ -90,6 +90,19 @@ def test_test_work_counts_the_final_and_the_epoch_evaluations() -> None:
     assert module.test_work(table1, 10000) == {"images": 10000, "samples": 5000}
 
 
+def test_a_partial_measurement_keeps_the_rows_priced_on_the_same_gpu_model() -> None:
+    """costs.json as written and read back (its tuples are lists by then) keeps every row for
+    the same GPU model, and none for another."""
+    from dataclasses import replace
+
+    module = costs_script()
+    gpu = GpuModel()
+    saved = json.loads(json.dumps({"gpu": module.gpu_record(gpu), "rows": {"a": {}, "b": {}}}))
+    assert module.kept_rows(saved, gpu) == {"a": {}, "b": {}}
+    assert module.kept_rows(saved, replace(gpu, achieved_fraction=0.4)) == {}
+    assert module.kept_rows({}, gpu) == {}
+
+
 def test_the_committed_costs_table_is_drawn_from_its_json() -> None:
     module = costs_script()
     folder = ROOT / "results" / "reproduction"
