@@ -6,8 +6,8 @@
 # too with PAPER=1), equal epochs for both; the final parameters tested once with S = SAMPLES
 # (default 1000) importance samples on the first TEST_IMAGES (default 1000) test images, a
 # first result; the test stage then evaluates each finished run's final parameters on all
-# 10,000 test images at S = SAMPLES, which costs about 5.4 CPU-hours for the VAE and 8.1 for
-# the VGP at S = 1000 (1.94 and 2.93 ms an image and sample, one thread, the other core busy,
+# 10,000 test images at S = SAMPLES, which costs about 4.6 CPU-hours for the VAE and 7.5 for
+# the VGP at S = 1000 (1.64 and 2.71 ms an image and sample, one thread, the other core busy,
 # 10 images x 100 samples a pass), more than the training; vgp-eval journals its progress, so
 # it resumes where a session left it.
 #

@@ -20,12 +20,16 @@ from vgp_bench.models.attention import (
 )
 
 
-def loop_filterbank(center: float, stride: float, variance: float, size: int, n: int) -> list:
-    """F[i][a] written out with Python loops over i = 1..N and a = 1..size."""
+def loop_filterbank(
+    center: float, stride: float, variance: float, size: int, n: int, floor: float = -math.inf
+) -> list:
+    """F[i][a] written out with Python loops over i = 1..N and a = 1..size (the exponent
+    floored at `floor`)."""
     rows = []
     for i in range(1, n + 1):
         mean = center + (i - n / 2 - 0.5) * stride
-        row = [math.exp(-((a - mean) ** 2) / (2 * variance)) for a in range(1, size + 1)]
+        exponents = [-((a - mean) ** 2) / (2 * variance) for a in range(1, size + 1)]
+        row = [math.exp(max(exponent, floor)) for exponent in exponents]
         total = sum(row) + FILTER_EPSILON
         rows.append([value / total for value in row])
     return rows
@@ -54,34 +58,31 @@ def test_filterbank_matches_python_loops_in_float64():
             )
 
 
-def test_filter_weights_below_the_floor_are_zero_not_subnormal():
-    """Narrow filters far from most pixels: every weight whose exponent is below the floor is
-    exactly zero, each weight differs from the unfloored formula's (float64 loops) by at most
-    exp(floor) / epsilon (the normalising sum can be as small as epsilon), and in
-    float32 no weight is subnormal (the slow path of x86 arithmetic) while the same formula
-    without the floor makes many; gradients stay finite."""
+def test_filter_weights_are_floored_and_never_subnormal():
+    """Narrow filters far from most pixels: the weights are the formula's with the exponent
+    floored (float64 loops), within exp(floor) / epsilon of the unfloored formula's (the
+    normalising sum can be as small as epsilon); in float32 no weight is subnormal (the slow
+    path of x86 arithmetic), while the unfloored formula makes such weights; gradients stay
+    finite."""
     center = torch.tensor([[2.0, 14.0, 40.0]], dtype=torch.float64)  # the last off the image
     stride = torch.tensor([[3.0, 1.0, 2.0]], dtype=torch.float64)
     variance = torch.tensor([[0.5, 2.0, 0.05]], dtype=torch.float64)
     filters = filterbank(center, stride, variance, size=28, n=5)
+    bound = math.exp(LOG_FILTER_FLOOR) / FILTER_EPSILON  # 4.2e-10
     for b in range(3):
-        expected = torch.tensor(
-            loop_filterbank(center[0, b].item(), stride[0, b].item(), variance[0, b].item(), 28, 5),
-            dtype=torch.float64,
-        )
-        bound = math.exp(LOG_FILTER_FLOOR) / FILTER_EPSILON  # 4.2e-10
-        torch.testing.assert_close(filters[0, b], expected, rtol=1e-12, atol=bound)
-        means = center[0, b] + (torch.arange(1, 6, dtype=torch.float64) - 3) * stride[0, b]
-        exponent = -((torch.arange(1, 29) - means[:, None]) ** 2) / (2 * variance[0, b])
-        assert torch.equal(filters[0, b] == 0, exponent <= LOG_FILTER_FLOOR)
-    assert (filters == 0).sum() > 200  # of 420
+        window = (center[0, b].item(), stride[0, b].item(), variance[0, b].item(), 28, 5)
+        floored = torch.tensor(loop_filterbank(*window, LOG_FILTER_FLOOR), dtype=torch.float64)
+        torch.testing.assert_close(filters[0, b], floored, rtol=1e-12, atol=0.0)
+        unfloored = torch.tensor(loop_filterbank(*window), dtype=torch.float64)
+        assert (filters[0, b] - unfloored).abs().max() <= bound
+    assert (filters.abs() < 1e-17).sum() > 200  # of 420: most weights sit at the floor
 
     raw = torch.tensor([[0.0, 0.9, -3.5, -1.0, 0.0], [1.8, -1.8, -4.0, 0.0, 0.0]])
     raw.requires_grad_(True)
     window = window_from_parameters(raw, 28, 28, 5)
     weights = torch.cat([window.filters_x, window.filters_y], dim=-1)  # [2, 5, 56]
     tiny = torch.finfo(torch.float32).tiny
-    assert (weights == 0).any() and not ((weights != 0) & (weights.abs() < tiny)).any()
+    assert weights.min() >= math.exp(LOG_FILTER_FLOOR) / 29 > tiny
     unfloored = torch.exp(-((torch.arange(1, 29) - 14.5) ** 2) / (2 * 0.5))  # float32
     assert ((unfloored != 0) & (unfloored < tiny)).sum() > 0  # what the floor avoids
     write(torch.ones(2, 25), window.filters_x, window.filters_y, window.intensity).sum().backward()

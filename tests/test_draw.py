@@ -251,3 +251,26 @@ def test_table1_experiment_runs_one_step_and_saves_figures(inference: str, tmp_p
     assert Image.open(tmp_path / "samples.png").size[0] > 0
     # 8 rows of samples x 2 columns of steps, 8 x 8 images with 2-pixel padding
     assert Image.open(tmp_path / "canvas_steps.png").size == (2 * 10 + 2, 8 * 10 + 2)
+
+
+def test_the_filter_floor_moves_the_log_weights_by_less_than_a_micro_nat(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DRAW at MNIST's image size with narrow windows (float64): the log importance weights
+    with the attention filters' exponent floor and without it differ, but by less than 1e-6."""
+    from vgp_bench.models import attention
+
+    torch.manual_seed(3)
+    model = DRAW((1, 28, 28), steps=8, read_size=2, write_size=5, encoder_size=32,
+                 decoder_size=32, z_dim=4).double()  # fmt: skip
+    with torch.no_grad():
+        for module in (model.reader.window, model.writer.window):
+            module.bias[2] = -4.0  # log sigma^2: narrow filters, most weights underflow
+    heads = build_heads(MeanFieldHead, model.sites).double()
+    generator = torch.Generator().manual_seed(0)
+    x = torch.bernoulli(torch.full((4, 1, 28, 28), 0.2, dtype=torch.float64), generator=generator)
+    floored = model(x, heads, 5, torch.Generator().manual_seed(1)).log_weights  # [S, B]
+    monkeypatch.setattr(attention, "LOG_FILTER_FLOOR", -float("inf"))
+    exact = model(x, heads, 5, torch.Generator().manual_seed(1)).log_weights
+    difference = (floored - exact).abs().max().item()
+    assert 0 < difference < 1e-6

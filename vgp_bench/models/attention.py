@@ -14,12 +14,14 @@ import torch
 from torch import Tensor, nn
 
 FILTER_EPSILON = 1e-8  # keeps the normalisation finite when a filter falls outside the image
-# Gaussian weights exp(exponent) with an exponent below -40 are set to zero before the
-# normalisation. Left alone they underflow into subnormal floats, whose arithmetic is tens of
-# times slower on x86 CPUs (and exp takes a slow path below about -87): measured, the DRAW
-# evaluation spent 30% of its time on them. A normalised weight moves by at most
-# exp(-40) / FILTER_EPSILON ~ 4e-10 (the sum can be as small as epsilon when the filter lies
-# off the image), below float32's resolution of the sums the weights enter.
+# The Gaussian weights' exponents are floored at -40 before exp. Unfloored, the weights of a
+# narrow window underflow over most of the image into subnormal floats, whose arithmetic is
+# tens of times slower on x86 CPUs, and exp takes a slow path below about -87: measured, the
+# DRAW evaluation spent 30% of its time there (docs/performance.md). With the floor every
+# normalised weight is at least exp(-40) / (size + epsilon), a normal float, and moves by at
+# most exp(-40) / FILTER_EPSILON ~ 4e-10 (the sum can be as small as epsilon when the filter
+# lies off the image), below float32's resolution of the sums the weights enter. The clamp
+# costs no kernel: the negation it replaces moved onto the per-window variance.
 LOG_FILTER_FLOOR = -40.0
 WINDOW_PARAMETERS = 5  # (g~x, g~y, log sigma^2, log delta~, log gamma)
 
@@ -34,7 +36,8 @@ class AttentionWindow:
 
 
 def filterbank(center: Tensor, stride: Tensor, variance: Tensor, size: int, n: int) -> Tensor:
-    """F[i, a] = exp(-(a - mu_i)^2 / (2 sigma^2)) / Z_i with mu_i = g + (i - N/2 - 0.5) delta.
+    """F[i, a] = exp(-(a - mu_i)^2 / (2 sigma^2)) / Z_i with mu_i = g + (i - N/2 - 0.5) delta,
+    the exponent floored at LOG_FILTER_FLOOR.
 
     `center`, `stride` and `variance` share a batch shape `[...]`; i runs over 1..N and the
     pixel coordinate a over 1..size. Each row is normalised over a. Returns `[..., N, size]`.
@@ -43,9 +46,8 @@ def filterbank(center: Tensor, stride: Tensor, variance: Tensor, size: int, n: i
     means = center.unsqueeze(-1) + offsets * stride.unsqueeze(-1)  # [..., N]
     pixels = torch.arange(1, size + 1, dtype=center.dtype, device=center.device)  # [size]
     squared_distance = (pixels - means.unsqueeze(-1)).pow(2)  # [..., N, size]
-    exponent = -squared_distance / (2.0 * variance[..., None, None])  # [..., N, size]
-    kept = exponent > LOG_FILTER_FLOOR
-    filters = torch.where(kept, torch.exp(exponent.clamp_min(LOG_FILTER_FLOOR)), 0.0)
+    exponent = squared_distance / (-2.0 * variance[..., None, None])  # [..., N, size]
+    filters = torch.exp(exponent.clamp_min(LOG_FILTER_FLOOR))
     return filters / (filters.sum(-1, keepdim=True) + FILTER_EPSILON)
 
 
