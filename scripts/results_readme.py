@@ -24,7 +24,11 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from vgp_bench.analysis.report.paper import PAPER
-from vgp_bench.analysis.report.runs import chosen_evaluation
+from vgp_bench.analysis.report.runs import (
+    RunRecord,
+    chosen_evaluation,
+    current_test_evaluations,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
@@ -96,8 +100,8 @@ def has_run(study: str, run: str) -> bool:
 def where_it_is(metrics: dict[str, Any]) -> str:
     """A run that has no test result yet, in words."""
     status = metrics.get("status")
-    state = "training" if status in ("running", "interrupted") else status
-    return f"{state}, epoch {metrics['epochs_completed']}"
+    state = {"running": "training", "interrupted": "training", "finished": "finished, not tested"}
+    return f"{state.get(status, status)}, epoch {metrics['epochs_completed']}"
 
 
 V = "vgp_vs_vae"
@@ -626,8 +630,8 @@ def calibration_table(study: str = K) -> str:
     """Each calibration run: epochs, validation bounds, the test estimate against the anchor."""
     anchor = calibration_anchor()
     header = [
-        "run", "", "epochs", "last valid bound", "best valid bound (epoch)", "-log p(x) (IS)",
-        "-bound", f"IS - {anchor}", f"target: within {CALIBRATION_TOLERANCE}",
+        "run", "", "epochs", "last valid bound", "best valid bound (epoch)", "test images", "S",
+        "-log p(x) (IS)", "-bound", f"IS - {anchor}", f"target: within {CALIBRATION_TOLERANCE}",
     ]  # fmt: skip
     rows = []
     for run, what in CALIBRATION_RUNS:
@@ -652,6 +656,8 @@ def calibration_table(study: str = K) -> str:
         rows.append(
             [
                 *cells,
+                evaluation["n_examples"],
+                evaluation["is_samples"],
                 f"{nll:.2f} ± {nll_se:.2f}",
                 f"{evaluation['bound_nll']:.2f} ± {evaluation['bound_nll_stderr']:.2f}",
                 signed(nll - anchor),
@@ -676,13 +682,14 @@ def draw_table(study: str = D) -> str:
     10,000 images once the test stage ran), the paper's converged GPU number beside it."""
     header = [
         "row", "epochs", *(f"valid bound, epoch {e}" for e in DRAW_EPOCHS), "last valid bound",
-        "test images", "S", "-log p(x) (IS)", "-bound", "paper's Table 1 (converged, GPU)",
+        "test images", "S", "-log p(x) (IS)", "-bound", "paper's Table 1 (≤, converged)",
     ]  # fmt: skip
     rows = []
     for label, run, key in DRAW_RUNS:
         paper = f"{PAPER['table1'][key]['value']:.2f}"
         if not has_run(study, run):
-            rows.append([label, "not run", *["—"] * (len(header) - 3), paper])
+            missing = "not run (PAPER=1)" if run == "draw_vgp_paper_s0" else "not run"
+            rows.append([label, missing, *["—"] * (len(header) - 3), paper])
             continue
         metrics = load(study, run)
         history = metrics["history"]
@@ -708,29 +715,45 @@ def draw_table(study: str = D) -> str:
     return table(header, rows)
 
 
+def common_evaluations(
+    first: dict[str, Any], second: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """Two runs' current test evaluations on the same number of images with the same S, the
+    most precise such pair (most images, then most samples); None if they share none."""
+
+    def by_size(metrics: dict[str, Any]) -> dict[tuple[int, int], dict[str, Any]]:
+        evaluations = current_test_evaluations(RunRecord(metrics))
+        return {(int(e.n_examples), int(e.is_samples)): e.data for e in evaluations}
+
+    ours, theirs = by_size(first), by_size(second)
+    shared = sorted(set(ours) & set(theirs))
+    return (ours[shared[-1]], theirs[shared[-1]]) if shared else None
+
+
 def draw_differences_table(study: str = D) -> str:
-    """The VAE against each VGP form at equal epochs, on the same test images and S (the
-    standard error: both estimates' over the test images, unpaired)."""
+    """The VAE against each VGP form at equal epochs, on the same number of test images and
+    S, the most precise evaluation both have (the standard error: both estimates' over the
+    test images, unpaired)."""
     rows = []
     vae_run = DRAW_RUNS[0][1]
     for label, run, _ in DRAW_RUNS[1:]:
         name = f"VAE - {label.removeprefix('DRAW + ')}"
-        tested = [
-            chosen_evaluation(load(study, r))
-            if has_run(study, r) and load(study, r).get("status") == "finished"
-            else None
-            for r in (vae_run, run)
-        ]
-        if tested[0] is None or tested[1] is None:
+        if not (has_run(study, vae_run) and has_run(study, run)):
             rows.append([name, "—", "—", "—", "waiting for both rows"])
             continue
-        vae, vgp = tested
-        epochs = [load(study, r)["epochs_completed"] for r in (vae_run, run)]
-        same = (vae["n_examples"], vae["is_samples"]) == (vgp["n_examples"], vgp["is_samples"])
-        if epochs[0] != epochs[1] or not same:
-            rows.append([name, "—", "—", "—", "not comparable: other epochs, images or S"])
+        records = [load(study, vae_run), load(study, run)]
+        if any(record.get("status") != "finished" for record in records):
+            rows.append([name, "—", "—", "—", "waiting for both rows"])
             continue
-        cells = [name, epochs[0]]
+        if records[0]["epochs_completed"] != records[1]["epochs_completed"]:
+            rows.append([name, "—", "—", "—", "not comparable: other epochs"])
+            continue
+        pair = common_evaluations(*records)
+        if pair is None:
+            rows.append([name, "—", "—", "—", "not comparable: no test on the same images and S"])
+            continue
+        vae, vgp = pair
+        cells: list[object] = [name, records[0]["epochs_completed"]]
         for key in ("nll", "bound_nll"):
             se = math.hypot(vae[f"{key}_stderr"], vgp[f"{key}_stderr"])
             cells.append(difference_cell(vae[key] - vgp[key], se))

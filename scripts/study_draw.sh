@@ -86,7 +86,7 @@ report() {
   done
   run_python scripts/study_progress.py "$results_dir/runs" --epochs 1,2,3,5,10,20 \
     >"$results_dir/progress.md"
-  run_python scripts/results_readme.py  # README.md's tables, from the runs just collected
+  run_python scripts/results_readme.py  # every results README's tables, from results/
 }
 
 case ${1:-all} in

@@ -14,14 +14,15 @@ import torch
 from torch import Tensor, nn
 
 FILTER_EPSILON = 1e-8  # keeps the normalisation finite when a filter falls outside the image
-# The Gaussian weights' exponents are floored at -40 before exp. Unfloored, the weights of a
-# narrow window underflow over most of the image into subnormal floats, whose arithmetic is
-# tens of times slower on x86 CPUs, and exp takes a slow path below about -87: measured, the
-# DRAW evaluation spent 30% of its time there (docs/performance.md). With the floor every
-# normalised weight is at least exp(-40) / (size + epsilon), a normal float, and moves by at
-# most exp(-40) / FILTER_EPSILON ~ 4e-10 (the sum can be as small as epsilon when the filter
-# lies off the image), below float32's resolution of the sums the weights enter. The clamp
-# costs no kernel: the negation it replaces moved onto the per-window variance.
+# The Gaussian weights' exponents are floored at -40 before exp. Unfloored, a narrow window's
+# exponents fall below -87 over much of the image, where float32's exp takes a slow path and
+# returns subnormal floats (down to about -103; zeros below), and subnormal arithmetic is tens
+# of times slower on x86 CPUs: measured, the DRAW evaluation spent about a quarter of its time
+# there (docs/performance.md). With the floor every normalised weight is at least
+# exp(-40) / (size + epsilon), a normal float (products of two weights can still be
+# subnormal), and moves by at most (size + 1) exp(-40) / FILTER_EPSILON, about 1.2e-8 at size
+# 28 (the normalising sum can be as small as epsilon when the filter lies off the image). The
+# clamp costs no kernel: the negation it replaces moved onto the per-window variance.
 LOG_FILTER_FLOOR = -40.0
 WINDOW_PARAMETERS = 5  # (g~x, g~y, log sigma^2, log delta~, log gamma)
 

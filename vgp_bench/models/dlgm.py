@@ -23,6 +23,7 @@ from vgp_bench.nets import initialize, mlp, output_dim
 from vgp_bench.trace import Trace
 
 OUTPUT_BIAS_STARTS = ("zero", "train_mean")
+OUTPUT_BIAS_CLIP = (0.001, 0.999)  # the training mean's range for its logits (Burda et al.)
 
 
 class DLGM(LatentVariableModel):
@@ -100,7 +101,7 @@ class DLGM(LatentVariableModel):
         """`output_bias=train_mean`: the output layer's bias starts at the logits of the
         training mean, clipped to [0.001, 0.999] (Burda et al. 2016); `zero` changes nothing."""
         if self.output_bias == "train_mean":
-            logits = torch.logit(pixel_means.flatten().clamp(0.001, 0.999))  # [P]
+            logits = torch.logit(pixel_means.flatten().clamp(*OUTPUT_BIAS_CLIP))  # [P]
             with torch.no_grad():
                 self.likelihood_net[-1].bias.copy_(logits)
 

@@ -109,24 +109,27 @@ def evaluation_label(test: Evaluation) -> str:
     return f"vgp-eval {test.checkpoint}" if test.checkpoint else OWN_EVALUATION
 
 
-def chosen_evaluation(metrics: dict[str, Any]) -> dict[str, Any] | None:
-    """The most precise current test-set evaluation: full test set first, then the most
-    importance samples, then the most examples; the end-of-training one wins ties.
-
-    vgp-eval's evaluations (`evaluations`) count while the run has not trained past them.
-    """
-    record = RunRecord(metrics)
+def current_test_evaluations(record: RunRecord) -> list[Evaluation]:
+    """The run's test-set evaluations of its current parameters: the end-of-training one and
+    vgp-eval's (`evaluations`) while the run has not trained past them."""
     steps = record.steps
     candidates = [record.test] + [
         evaluation
         for evaluation in record.evaluations or []
         if (evaluation.run_steps if evaluation.has("run_steps") else steps) == steps
     ]
-    tests = [
+    return [
         test
         for test in candidates
         if test is not None and (test.split if test.has("split") else "test") == "test"
     ]
+
+
+def chosen_evaluation(metrics: dict[str, Any]) -> dict[str, Any] | None:
+    """The most precise current test-set evaluation: full test set first, then the most
+    importance samples, then the most examples; the end-of-training one wins ties."""
+    record = RunRecord(metrics)
+    tests = current_test_evaluations(record)
     if not tests:
         return None
     split_sizes = None if record.dataset is None else record.dataset.split_sizes
