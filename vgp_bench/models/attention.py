@@ -22,7 +22,8 @@ FILTER_EPSILON = 1e-8  # keeps the normalisation finite when a filter falls outs
 # exp(-40) / (size + epsilon), a normal float (products of two weights can still be
 # subnormal), and moves by at most (size + 1) exp(-40) / FILTER_EPSILON, about 1.2e-8 at size
 # 28 (the normalising sum can be as small as epsilon when the filter lies off the image). The
-# clamp costs no kernel: the negation it replaces moved onto the per-window variance.
+# clamp costs no kernel in a forward pass (the negation it replaces moved onto the per-window
+# variance); a training step's backward pass gets two more per filter bank (2% of a DRAW step's).
 LOG_FILTER_FLOOR = -40.0
 WINDOW_PARAMETERS = 5  # (g~x, g~y, log sigma^2, log delta~, log gamma)
 
