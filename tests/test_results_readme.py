@@ -151,33 +151,52 @@ def test_the_convergence_tables_pool_tested_rows_and_say_where_the_others_are() 
     assert f"| dlgm2: VAE - the paper's VGP | 0 | {cell} |" in differences
 
 
+def write_run(
+    folder: Path,
+    status: str,
+    history: list[dict[str, Any]],
+    steps_per_epoch: int,
+    test: dict[str, Any] | None,
+) -> None:
+    """A run folder's metrics.json: its status, validation curve and maybe its test."""
+    folder.mkdir(parents=True, exist_ok=True)
+    record: dict[str, Any] = {
+        "status": status,
+        "epochs_completed": len(history),
+        "steps": steps_per_epoch * len(history),
+        "history": history,
+    }
+    if test is not None:
+        record["test"] = test
+    (folder / "metrics.json").write_text(json.dumps(record))
+
+
+def evaluation_record(
+    nll: float, standard_errors: tuple[float, float], gap: float, images: int, samples: int
+) -> dict[str, Any]:
+    """A test evaluation: IS and bound (the bound `gap` nats above) with their errors."""
+    return {
+        "nll": nll,
+        "nll_stderr": standard_errors[0],
+        "bound_nll": nll + gap,
+        "bound_nll_stderr": standard_errors[1],
+        "is_samples": samples,
+        "n_examples": images,
+        "split": "test",
+    }
+
+
 def calibration_run(
     folder: Path, status: str, epochs: int, test_nll: float | None, planned: int = 3280
 ) -> None:
     """A calibration run folder: its resolved epochs, a validation curve and maybe its test."""
-    folder.mkdir(parents=True)
-    (folder / "config.yaml").write_text(f"trainer:\n  epochs: {planned}\n")
     history = [
         {"epoch": epoch, "valid_bound": -100.0 + epoch / 10} for epoch in range(1, epochs + 1)
     ]
     history[-1]["valid_bound"] = -99.95  # the last epoch below the best one before it
-    record: dict[str, Any] = {
-        "status": status,
-        "epochs_completed": epochs,
-        "steps": 10 * epochs,
-        "history": history,
-    }
-    if test_nll is not None:
-        record["test"] = {
-            "nll": test_nll,
-            "nll_stderr": 0.08,
-            "bound_nll": test_nll + 4.0,
-            "bound_nll_stderr": 0.09,
-            "is_samples": 5000,
-            "n_examples": 10000,
-            "split": "test",
-        }
-    (folder / "metrics.json").write_text(json.dumps(record))
+    test = None if test_nll is None else evaluation_record(test_nll, (0.08, 0.09), 4.0, 10000, 5000)
+    write_run(folder, status, history, 10, test)
+    (folder / "config.yaml").write_text(f"trainer:\n  epochs: {planned}\n")
 
 
 def calibration_cells(text: str, run: str) -> list[str]:
@@ -216,26 +235,12 @@ def test_the_calibration_table_measures_each_run_against_the_anchor(
 
 def draw_run(folder: Path, status: str, epochs: int, test: tuple[float, int, int] | None) -> None:
     """A DRAW run folder: a validation curve and maybe a test (IS, images, S)."""
-    folder.mkdir(parents=True)
     history = [{"epoch": e, "valid_bound": -120.0 + e} for e in range(1, epochs + 1)]
-    record: dict[str, Any] = {
-        "status": status,
-        "epochs_completed": epochs,
-        "steps": 500 * epochs,
-        "history": history,
-    }
+    evaluation = None
     if test is not None:
         nll, images, samples = test
-        record["test"] = {
-            "nll": nll,
-            "nll_stderr": 0.3,
-            "bound_nll": nll + 6.0,
-            "bound_nll_stderr": 0.4,
-            "is_samples": samples,
-            "n_examples": images,
-            "split": "test",
-        }
-    (folder / "metrics.json").write_text(json.dumps(record))
+        evaluation = evaluation_record(nll, (0.3, 0.4), 6.0, images, samples)
+    write_run(folder, status, history, 500, evaluation)
 
 
 def test_the_draw_tables_compare_the_families_only_at_equal_epochs_images_and_samples(
