@@ -11,7 +11,9 @@ calibration run against its anchor, the DRAW runs and their difference, and the 
 the dlgm2 leads over the VAE, the fixed-r control's test and validation gaps, the dlgm1 leads,
 the family study's gains, costs and shared runs); and outside those places no decimal number
 appears in the READMEs' text (bar the named constants and the calibration protocol's
-settings, which are checked against the code), nor in the top-level README.
+settings, which are checked against the code), nor in the top-level README. The integer
+settings the calibration and DRAW READMEs quote (epochs, batch, hold-out, S, test images, the
+architecture) are checked against the configs and the study script's defaults.
 """
 
 from __future__ import annotations
@@ -293,3 +295,45 @@ def test_the_draw_tables_compare_the_families_only_at_equal_epochs_images_and_sa
     runs = tmp_path / "draw-e" / "runs"
     draw_run(runs / "draw_vae_s0", "finished", 10, None)
     assert "finished, not tested, epoch 10" in module.draw_table("draw-e")
+
+
+def test_the_draw_protocol_quotes_the_script_defaults_and_the_model_config() -> None:
+    """results/draw/README.md's epochs, S, first test images and architecture are those of
+    scripts/study_draw.sh's defaults and configs/model/draw.yaml, and its batch the table1
+    protocol's."""
+    from omegaconf import OmegaConf
+
+    text = (ROOT / "results" / "draw" / "README.md").read_text()
+    script_text = (ROOT / "scripts" / "study_draw.sh").read_text()
+    defaults = dict(re.findall(r"\$\{(EPOCHS|SAMPLES|TEST_IMAGES):-(\d+)\}", script_text))
+    assert f"for {defaults['EPOCHS']} epochs" in text
+    assert f"{defaults['EPOCHS']} epochs (`EPOCHS`)" in text
+    assert f"S = {defaults['SAMPLES']} importance samples (`SAMPLES`)" in text
+    assert f"first on the first {defaults['TEST_IMAGES']}" in text
+    model = OmegaConf.load(ROOT / "configs" / "model" / "draw.yaml")
+    assert (
+        f"LSTMs of {model.encoder_size}, T = {model.steps} glimpses, "
+        f"{model.read_size}x{model.read_size} read, {model.write_size}x{model.write_size} write, "
+        f"z_t of {model.z_dim}"
+    ) in text and model.encoder_size == model.decoder_size
+    protocol = OmegaConf.load(ROOT / "configs" / "experiment" / "base" / "table1.yaml")
+    assert f"batch {protocol.trainer.batch_size}" in text
+
+
+def test_the_calibration_protocol_quotes_the_experiment_config() -> None:
+    """results/calibration/README.md's hold-out, batch, steps an epoch, epochs and test samples
+    are configs/experiment/burda_dlgm1_vae.yaml's (60,000 training images, 10,000 test)."""
+    from omegaconf import OmegaConf
+
+    from vgp_bench.schedules import total_stage_epochs
+
+    text = section((ROOT / "results" / "calibration" / "README.md").read_text(), "## Protocol")
+    config = OmegaConf.load(ROOT / "configs" / "experiment" / "burda_dlgm1_vae.yaml")
+    holdout, batch = config.dataset.holdout, config.trainer.batch_size
+    assert f"the last {holdout} held out" in text and f"`dataset.holdout={holdout}`" in text
+    assert f"batch {batch}, the same order" in text and f"`trainer.batch_size={batch}`" in text
+    assert f"({(60_000 - holdout) // batch} steps an epoch)" in text
+    assert config.trainer.epochs == total_stage_epochs(8)
+    assert f"`trainer.epochs={config.trainer.epochs}`" in text
+    samples = config.eval.is_samples
+    assert f"k = {samples} on all 10,000" in text and f"`eval.is_samples={samples}`" in text
