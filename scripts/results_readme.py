@@ -104,6 +104,12 @@ def where_it_is(metrics: dict[str, Any]) -> str:
     return f"{state.get(status, status)}, epoch {metrics['epochs_completed']}"
 
 
+def estimate_cell(metrics: dict[str, Any], evaluation: dict[str, Any], key: str) -> str:
+    """IS or bound with its standard error, flagged when the runner judged the run diverged."""
+    cell = f"{evaluation[key]:.2f} ± {evaluation[f'{key}_stderr']:.2f}"
+    return f"{cell} (diverged)" if metrics.get("diverged") else cell
+
+
 V = "vgp_vs_vae"
 DLGM1 = {
     "VAE": "dlgm1_vae",
@@ -658,8 +664,8 @@ def calibration_table(study: str = K) -> str:
                 *cells,
                 evaluation["n_examples"],
                 evaluation["is_samples"],
-                f"{nll:.2f} ± {nll_se:.2f}",
-                f"{evaluation['bound_nll']:.2f} ± {evaluation['bound_nll_stderr']:.2f}",
+                estimate_cell(metrics, evaluation, "nll"),
+                estimate_cell(metrics, evaluation, "bound_nll"),
                 signed(nll - anchor),
                 calibration_verdict(nll - anchor, nll_se),
             ]
@@ -707,8 +713,8 @@ def draw_table(study: str = D) -> str:
                 *cells,
                 evaluation["n_examples"],
                 evaluation["is_samples"],
-                f"{evaluation['nll']:.2f} ± {evaluation['nll_stderr']:.2f}",
-                f"{evaluation['bound_nll']:.2f} ± {evaluation['bound_nll_stderr']:.2f}",
+                estimate_cell(metrics, evaluation, "nll"),
+                estimate_cell(metrics, evaluation, "bound_nll"),
                 paper,
             ]
         )

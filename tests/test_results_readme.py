@@ -295,6 +295,12 @@ def test_the_draw_tables_compare_the_families_only_at_equal_epochs_images_and_sa
     runs = tmp_path / "draw-e" / "runs"
     draw_run(runs / "draw_vae_s0", "finished", 10, None)
     assert "finished, not tested, epoch 10" in module.draw_table("draw-e")
+    draw_run(runs / "draw_vgp_default_s0", "finished", 10, (700.0, 1000, 1000))
+    record = json.loads((runs / "draw_vgp_default_s0" / "metrics.json").read_text())
+    (runs / "draw_vgp_default_s0" / "metrics.json").write_text(
+        json.dumps({**record, "diverged": True})
+    )
+    assert "700.00 ± 0.30 (diverged)" in module.draw_table("draw-e")
 
 
 def test_the_draw_protocol_quotes_the_script_defaults_and_the_model_config() -> None:
