@@ -617,10 +617,10 @@ def calibration_anchor() -> float:
     return float(PAPER["table1"][("dlgm1", "vae")]["value"])
 
 
-def planned_epochs(study: str, run: str) -> int:
-    """The epochs a run was configured to train (its resolved config)."""
+def run_setting(study: str, run: str, key: str) -> Any:
+    """A setting of a committed run, as its config.yaml resolved it."""
     config = OmegaConf.load(RESULTS / study / "runs" / run / "config.yaml")
-    return int(OmegaConf.select(config, "trainer.epochs", throw_on_missing=True))
+    return OmegaConf.select(config, key, throw_on_missing=True)
 
 
 def calibration_verdict(difference_to_anchor: float, se: float) -> str:
@@ -646,7 +646,8 @@ def calibration_table(study: str = K) -> str:
             continue
         metrics = load(study, run)
         history = metrics["history"]
-        epochs = f"{metrics['epochs_completed']} of {planned_epochs(study, run)}"
+        planned = int(run_setting(study, run, "trainer.epochs"))
+        epochs = f"{metrics['epochs_completed']} of {planned}"
         cells: list[object] = [
             f"`{run}`",
             what,
@@ -744,10 +745,7 @@ def draw_differences_table(study: str = D) -> str:
     vae_run = DRAW_RUNS[0][1]
     for label, run, _ in DRAW_RUNS[1:]:
         name = f"VAE - {label.removeprefix('DRAW + ')}"
-        if not (has_run(study, vae_run) and has_run(study, run)):
-            rows.append([name, "—", "—", "—", "waiting for both rows"])
-            continue
-        records = [load(study, vae_run), load(study, run)]
+        records = [load(study, r) if has_run(study, r) else {} for r in (vae_run, run)]
         if any(record.get("status") != "finished" for record in records):
             rows.append([name, "—", "—", "—", "waiting for both rows"])
             continue
@@ -834,7 +832,7 @@ def fam(run: str, key: str) -> float:
 def convergence_setting(key: str) -> str:
     """A trainer setting of the study's runs, as the first committed run's config resolved it."""
     first = sorted((RESULTS / C / "runs").glob("*/config.yaml"))[0]
-    return str(OmegaConf.select(OmegaConf.load(first), key, throw_on_missing=True))
+    return str(run_setting(C, first.parent.name, key))
 
 
 VALUES: dict[str, Callable[[], str]] = {
