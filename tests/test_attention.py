@@ -80,7 +80,7 @@ def test_filter_weights_are_floored_and_never_subnormal():
         largest = max(largest, (filters[0, b] - unfloored).abs().max().item())
     assert bound / 10 < largest <= bound  # the worst case comes within a factor of 10
     offsets = torch.arange(1, 6, dtype=torch.float64) - 3
-    means = center[..., None] + offsets * stride[..., None]  # [1, 3, 5]
+    means = center[..., None] + offsets * stride[..., None]  # [1, 4, 5]
     exponents = -((torch.arange(1, 29) - means[..., None]) ** 2) / (2 * variance[..., None, None])
     assert (exponents < LOG_FILTER_FLOOR).sum() > 300  # of 560: most weights sit at the floor
 
