@@ -32,7 +32,7 @@ report() {
   collect_and_report burda_ "$results_dir"
   # where each run stands, and the validation bound at the end of each of the 8 stages
   run_python scripts/study_progress.py "$results_dir/runs" >"$results_dir/progress.md"
-  run_python scripts/results_readme.py  # README.md's result table, from the runs just collected
+  run_python scripts/results_readme.py  # every results README's tables, from results/
 }
 
 run_stage "${1:-all}"

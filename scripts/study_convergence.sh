@@ -47,7 +47,7 @@ report() {
   collect_and_report dlgm "$results_dir"
   run_python scripts/study_progress.py "$results_dir/runs" --epochs 1,10,25,50,100,200,300,500,1000 \
     >"$results_dir/progress.md"
-  run_python scripts/results_readme.py  # README.md's tables, from the runs just collected
+  run_python scripts/results_readme.py  # every results README's tables, from results/
 }
 
 run_stage "${1:-all}"

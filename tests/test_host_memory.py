@@ -23,11 +23,16 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
 
+def is_malloc_setting(name: str) -> bool:
+    """Whether an environment variable can set glibc malloc's options (or replace malloc)."""
+    return name.startswith("MALLOC_") or name in ("GLIBC_TUNABLES", "LD_PRELOAD")
+
+
 @pytest.fixture
 def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     """mallopt replaced by a recorder; no malloc setting in the environment."""
     for name in list(os.environ):
-        if name.startswith("MALLOC_") or name in ("GLIBC_TUNABLES", "LD_PRELOAD"):
+        if is_malloc_setting(name):
             monkeypatch.delenv(name)
     monkeypatch.delenv(host_memory.OPT_OUT, raising=False)
     made: list[tuple[int, int]] = []
@@ -83,11 +88,7 @@ def test_a_large_block_freed_and_made_again_is_not_faulted_in_again() -> None:
     freed memory is kept (after the heap has grown to fit the pattern)."""
 
     def faults(opt_out: str) -> int:
-        env = {
-            key: value
-            for key, value in os.environ.items()
-            if not key.startswith("MALLOC_") and key not in ("GLIBC_TUNABLES", "LD_PRELOAD")
-        }
+        env = {key: value for key, value in os.environ.items() if not is_malloc_setting(key)}
         env[host_memory.OPT_OUT] = opt_out
         out = subprocess.run(
             [sys.executable, "-c", FAULTS], env=env, capture_output=True, text=True, check=True
