@@ -108,13 +108,41 @@ def test_pickle_conversion_writes_grey_binary_labels_and_provenance(built, tiny_
             grey, binary = handle[split]["grey"][()], handle[split]["binary"][()]
             assert grey.dtype == binary.dtype == np.uint8
             assert grey.shape == binary.shape == (SIZES[split], 28, 28)
-            expected_grey = np.rint(pixels.astype(np.float64) * 255).reshape(-1, 28, 28)
-            np.testing.assert_array_equal(grey, expected_grey.astype(np.uint8))
+            levels = (pixels.astype(np.float64) * 256).reshape(-1, 28, 28)  # k of k / 256
+            np.testing.assert_array_equal(grey, levels.astype(np.uint8))
             assert set(np.unique(binary)) <= {0, 1}
             expected_binary = bernoulli_binarize(torch.from_numpy(grey), index)  # seed 3*0 + i
             np.testing.assert_array_equal(binary, expected_binary.numpy())
             np.testing.assert_array_equal(handle[split]["labels"][()], labels)
             assert handle[split]["labels"].dtype == np.int64
+
+
+def test_grey_levels_come_back_exactly_from_k_over_256_and_from_k_over_255():
+    """The classic pickle stores grey level k as k / 256 (brightest 255/256): read as k / 255 it
+    would lower every level above 128 by one and lose 255; intensities k / 255 read as k."""
+    levels = np.resize(np.arange(256, dtype=np.uint8), 784)  # every level, 0..255, and more
+    for divisor in (256, 255):
+        pixels = (levels.astype(np.float64) / divisor).astype(np.float32)[None]  # [1, 784]
+        assert mnist_sources.grey_levels_per_unit(pixels) == float(divisor)
+        np.testing.assert_array_equal(mnist_sources.grey_from_pixels(pixels).ravel(), levels)
+    black = np.zeros((1, 784), np.float32)  # either reading gives k = 0
+    assert mnist_sources.grey_levels_per_unit(black) == 256.0
+
+
+def test_a_format_1_file_says_why_it_is_rebuilt_and_is_rebuilt(built, tiny_pickle, vgp_data):
+    data_dir, _ = built
+    with h5py.File(data_dir / "mnist.h5", "r+") as handle:
+        handle.attrs["format_version"] = 1
+    with pytest.raises(CorruptDataError, match="format_version 1") as raised:
+        mnist.load_mnist(str(data_dir))
+    message = str(raised.value)
+    assert "one step low" in message and "vgp-data mnist --force" in message
+    assert "\n" not in message
+    path, digest, _ = tiny_pickle  # no --force needed: the old file is rebuilt
+    assert vgp_data("--from-pkl", path, "--sha256", digest, "--data-dir", data_dir) == 0
+    with h5py.File(data_dir / "mnist.h5", "r") as handle:
+        assert handle.attrs["format_version"] == mnist.FORMAT_VERSION == 2
+        assert handle["train"]["grey"][()].max() == 255  # the synthetic levels reach 255
 
 
 def test_binarization_seed_gives_each_split_its_own_documented_seed(tmp_path, vgp_data):

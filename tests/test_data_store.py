@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from vgp_bench.data.base import ImageSplit, first_images
+from vgp_bench.data.mnist import FORMAT_VERSION as MNIST_FORMAT
 from vgp_bench.data.mnist import SPLITS, SplitArrays, read_mnist_h5
 from vgp_bench.data.mnist_convert import write_mnist_h5
 from vgp_bench.data.sketch_convert import is_converted, write_hdf5
@@ -44,7 +45,7 @@ def write_tiny_sketch(path: Path, resolution: int = 8) -> None:
 def test_dataset_files_follow_the_umask(tmp_path: Path, umask: int) -> None:
     previous = os.umask(umask)
     try:
-        write_mnist_h5(tmp_path / "mnist.h5", tiny_mnist_splits(), {"format_version": 1})
+        write_mnist_h5(tmp_path / "mnist.h5", tiny_mnist_splits(), {"format_version": MNIST_FORMAT})
         write_tiny_sketch(tmp_path / "sketch.h5")
     finally:
         os.umask(previous)
@@ -78,7 +79,7 @@ def test_plain_attrs_turns_numpy_scalars_into_python_values(tmp_path: Path) -> N
 
 def test_existing_file_state_for_mnist(tmp_path: Path) -> None:
     path = tmp_path / "mnist.h5"
-    attrs = {"format_version": 1, "sha256": "ab", "binarization_seed": 0}
+    attrs = {"format_version": MNIST_FORMAT, "sha256": "ab", "binarization_seed": 0}
     write_mnist_h5(path, tiny_mnist_splits(), attrs)
 
     def read(p: Path) -> dict:

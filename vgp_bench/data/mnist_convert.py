@@ -89,6 +89,8 @@ def pickle_conversion(
         "binarization_seed": binarization_seed,
         "binary_origin": "bernoulli",
         "split_rule": "pickle: train, valid, test as stored",
+        "grey_rule": "grey = intensity * 256 when every intensity is a multiple of 1/256 below 1 "
+        "(the classic mnist.pkl.gz), else round(intensity * 255)",
         "binarization_rule": binarization_rule(binarization_seed),
         "labels_known": True,
     }

@@ -136,9 +136,20 @@ def unpickle_numpy_only(compressed: bytes, what: str) -> Any:
     return content
 
 
+def grey_levels_per_unit(pixels: np.ndarray) -> float:
+    """How a pickle's intensities encode the IDX grey levels k = 0..255: 256.0 when every
+    intensity is a multiple of 1/256 below 1 (the classic mnist.pkl.gz stores k / 256, so its
+    brightest pixel is 255/256), else 255.0 (intensities k / 255, as an IDX file / 255 gives)."""
+    scaled = pixels * 256.0  # exact for float32 multiples of 1/256
+    if pixels.max() < 1.0 and np.array_equal(scaled, np.rint(scaled)):
+        return 256.0
+    return 255.0
+
+
 def grey_from_pixels(pixels: np.ndarray) -> np.ndarray:
-    """Float pixel intensities in [0, 1] to uint8 grey levels round(255 * pixel), [N, 28, 28]."""
-    scaled = np.rint(pixels * 255.0)  # keeps float32 pixels float32
+    """Float pixel intensities in [0, 1] back to the uint8 grey levels they encode, [N, 28, 28]
+    (the classic pickle's k / 256 read as k / 255 would lower every level above 128 by one)."""
+    scaled = np.rint(pixels * grey_levels_per_unit(pixels))  # keeps float32 pixels float32
     return scaled.astype(np.uint8).reshape(-1, IMAGE_SIDE, IMAGE_SIDE)
 
 
