@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -21,6 +22,8 @@ from omegaconf import OmegaConf
 from tests.helpers import REPO, TINY, compose_config
 from vgp_bench.analysis import report
 from vgp_bench.blackbox.cli import run as fit_run
+from vgp_bench.data import mnist
+from vgp_bench.data.mnist_convert import write_mnist_h5
 from vgp_bench.divergence import divergence
 from vgp_bench.errors import ConfigError, NonFiniteTrainingError
 from vgp_bench.files import atomic_file
@@ -213,6 +216,68 @@ def test_resume_refuses_changes_that_alter_the_run_and_records_the_others(tmp_pa
         "trainer.log_every": [2, 1],
     }
     assert metrics_of(tmp_path)["resume_changes"] == metrics["resume_changes"]
+
+
+def write_small_mnist(data_dir: Path, shift: int = 0) -> None:
+    """data_dir/mnist.h5 with 16 images a split (grey levels raised by `shift`, clipped)."""
+    generator = np.random.default_rng(0)
+    splits = {}
+    for split in mnist.SPLITS:
+        grey = generator.integers(0, 256, (16, 28, 28))
+        grey = np.clip(grey + shift, 0, 255).astype(np.uint8)
+        binary = (grey > 127).astype(np.uint8)
+        splits[split] = mnist.SplitArrays(grey, binary, generator.integers(0, 10, 16))
+    attrs = {"format_version": mnist.FORMAT_VERSION, "sha256": "ab" * 32, "binarization_seed": 0}
+    write_mnist_h5(data_dir / "mnist.h5", splits, {**attrs, "binary_origin": "bernoulli"})
+
+
+def test_a_resume_on_other_data_is_refused_and_changes_no_byte(tmp_path: Path) -> None:
+    """A data file rebuilt since the run started (other grey levels, another format) would
+    mix two datasets in one run: refused, nothing written; on its own data it resumes."""
+    data_dir, run_dir = tmp_path / "data", tmp_path / "run"
+    data_dir.mkdir()
+    write_small_mnist(data_dir)
+    small = [item for item in TINY if not item.startswith("dataset")]
+    settings = [*small, "dataset=mnist", f"data_dir={data_dir}", "eval.at_end=false"]
+    train(compose_config([*settings, "trainer.epochs=1"]), run_dir)
+    recorded = metrics_of(run_dir)["dataset"]
+    assert recorded["format_version"] == 2 and len(recorded["content_sha256"]) == 64
+    started_on = (run_dir / "metrics.json").read_text()
+
+    def refused(key: str) -> None:
+        before = snapshot(run_dir)
+        with pytest.raises(RunFolderError, match="trained on other data") as error:
+            train(compose_config([*settings, "trainer.epochs=2"]), run_dir)
+        message = str(error.value)
+        assert key in message and "data_dir=" in message and "\n" not in message
+        assert snapshot(run_dir) == before
+
+    write_small_mnist(data_dir, shift=1)  # the file rebuilt with other grey levels
+    refused("content_sha256")
+    write_small_mnist(data_dir)  # the file it started with, rebuilt alike
+    record = json.loads(started_on)
+    record["dataset"]["format_version"] = 1  # as a run started on a format-1 file records it
+    (run_dir / "metrics.json").write_text(json.dumps(record))
+    refused("format_version")
+    (run_dir / "metrics.json").write_text(started_on)
+    assert train(compose_config([*settings, "trainer.epochs=2"]), run_dir)["status"] == "finished"
+    # a record written before the data's identity was recorded is not compared on that key
+    record = metrics_of(run_dir)
+    del record["dataset"]["content_sha256"]
+    (run_dir / "metrics.json").write_text(json.dumps(record))
+    write_small_mnist(data_dir, shift=1)
+    assert train(compose_config([*settings, "trainer.epochs=3"]), run_dir)["status"] == "finished"
+    # vgp-eval may evaluate other data than the run's: each evaluation records which it was
+    write_small_mnist(data_dir)
+    settings = OmegaConf.create({"is_samples": 2, "subset": None})
+    evaluate_checkpoint(str(run_dir), settings, device_name="cpu", data_dir=str(data_dir))
+    first = metrics_of(run_dir)["evaluations"][-1]["dataset"]
+    write_small_mnist(data_dir, shift=1)
+    evaluate_checkpoint(str(run_dir), settings, device_name="cpu", data_dir=str(data_dir))
+    second = metrics_of(run_dir)["evaluations"][-1]["dataset"]
+    assert first["format_version"] == second["format_version"] == mnist.FORMAT_VERSION
+    assert first["content_sha256"] != second["content_sha256"]
+    assert "evaluated on other data than the run trained on" in (run_dir / "eval.log").read_text()
 
 
 def test_resume_after_extending_epochs_matches_a_straight_run(tmp_path: Path) -> None:

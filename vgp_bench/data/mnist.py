@@ -256,5 +256,6 @@ def load_mnist(
         "binarization_seed": attrs.get("binarization_seed"),
         "eval_binarization_seed": eval_binarization_seed if dynamic else None,
         "format_version": attrs.get("format_version"),
+        "content_sha256": attrs.get("content_sha256"),
     }
     return bundle

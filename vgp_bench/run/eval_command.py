@@ -27,6 +27,7 @@ from vgp_bench.run.evaluate import (
 from vgp_bench.run.failures import USER_ERRORS, log_failure, print_error
 from vgp_bench.run.host_memory import keep_freed_memory
 from vgp_bench.run.metrics import Evaluation, read_record, write_record
+from vgp_bench.run.resume_policy import data_changes, data_identity
 from vgp_bench.run.run_folder import (
     check_record,
     claimed,
@@ -158,11 +159,15 @@ def evaluate_checkpoint(
             step=step,
             subset=cfg.eval.subset,
             evaluated_at=datetime.now().astimezone().isoformat(timespec="seconds"),
+            dataset=data_identity(parts.data.info),
         )
         metrics_path = run_dir / "metrics.json"
         if writable:
             record = read_record(metrics_path)
             evaluation.run_steps = record.steps
+            trained_on = record.dataset.to_json() if record.dataset is not None else {}
+            if changes := data_changes(trained_on, parts.data.info):
+                log.warning("evaluated on other data than the run trained on: %s", changes)
             record.add_evaluation(evaluation)
             write_record(record, metrics_path)
         if journal is not None:

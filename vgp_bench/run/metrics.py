@@ -140,6 +140,8 @@ class Evaluation(Record):
     subset = Key[int]()  # vgp-eval: eval.subset
     evaluated_at = Key[str]()  # vgp-eval: when
     run_steps = Key[int]()  # vgp-eval: the run's steps when it evaluated
+    dataset = Key[dict[str, Any]]()  # vgp-eval: the data evaluated (`data_identity`); absent:
+    # older code, which evaluated the data it was given, as the command line said
 
 
 class EpochRecord(Record):

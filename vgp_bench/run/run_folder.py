@@ -44,6 +44,7 @@ from vgp_bench.run.lock import (
 from vgp_bench.run.metrics import RunRecord, read_record, write_record
 from vgp_bench.run.resume_policy import (
     load_last_checkpoint,
+    refuse_data_change,
     refuse_evaluation_changes,
     resume_changes,
 )
@@ -203,13 +204,14 @@ def agreed_plan(
     run_dir: Path,
     total_shards: int,
     holding_lock: bool,
+    data_info: dict[str, Any] | None = None,
 ) -> RunPlan:
     """`plan_run` on rank 0: its refusal is raised on every rank, and every rank gets the
     checkpoint to resume from."""
     plan, refusal = None, None
     if context.is_main:
         try:
-            plan = plan_run(cfg, run_dir, total_shards, holding_lock)
+            plan = plan_run(cfg, run_dir, total_shards, holding_lock, data_info)
         except Exception as error:  # the other ranks must hear of it, or they wait forever
             refusal = error
     message = context.broadcast_object(None if refusal is None else str(refusal))
@@ -225,12 +227,19 @@ def agreed_plan(
     return plan
 
 
-def plan_run(cfg: DictConfig, run_dir: Path, total_shards: int, holding_lock: bool) -> RunPlan:
+def plan_run(
+    cfg: DictConfig,
+    run_dir: Path,
+    total_shards: int,
+    holding_lock: bool,
+    data_info: dict[str, Any] | None = None,
+) -> RunPlan:
     """Decide how a start treats `run_dir`, or refuse; reads the folder and writes nothing.
 
     Refused: a folder with a file that is a symbolic link, or with files but no run, or an
     unreadable metrics.json; a folder another process holds; a resume whose config differs
-    in a key that changes what the run computes, or whose data shards differ, or a finished
+    in a key that changes what the run computes, or whose data (`data_info`, once loaded)
+    is not the data it trained on, or whose data shards differ, or a finished
     run asked to evaluate otherwise with nothing to train; any start that would overwrite a
     run (see `check_fresh_start`). A run that never wrote last.pt restarts from scratch, its
     attempt moved to a sibling folder.
@@ -247,6 +256,8 @@ def plan_run(cfg: DictConfig, run_dir: Path, total_shards: int, holding_lock: bo
     if trainer.resume and (last.exists() or last.is_symlink()):
         checkpoint = load_last_checkpoint(last)
         changes = resume_changes(checkpoint["config"], current, run_dir)
+        if data_info is not None:
+            refuse_data_change(run_dir, data_info)
         saved_shards = len(checkpoint["generators"])
         if saved_shards != total_shards:
             raise RunFolderError(
@@ -336,10 +347,10 @@ class RunFolder:
             self.log = log
             yield log
 
-    def start(self, cfg: DictConfig, total_shards: int) -> RunPlan:
+    def start(self, cfg: DictConfig, total_shards: int, data: DatasetBundle) -> RunPlan:
         """Plan the start (refusing on every rank); then move the old run aside if asked,
         remove orphaned temporary files, and read back the record of a run resumed."""
-        plan = agreed_plan(self.context, cfg, self.path, total_shards, True)
+        plan = agreed_plan(self.context, cfg, self.path, total_shards, True, data.info)
         if not self.context.is_main:
             return plan
         if plan.move_to is not None:

@@ -95,7 +95,7 @@ class Trainer:
         """
         with self.folder.claimed() as log, stop_signals() as stop_request:
             self.log, self.stop_request = log, stop_request
-            plan = self.folder.start(self.cfg, self.training_step.total_shards)
+            plan = self.folder.start(self.cfg, self.training_step.total_shards, self.parts.data)
             try:
                 self.start(plan)
                 if not self.train_epochs():
