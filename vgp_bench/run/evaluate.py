@@ -221,10 +221,18 @@ def evaluate_components(
         )
         evaluation.update(gap)
     if eval_cfg.save_per_example and run_dir is not None and context.is_main:
-        path = run_dir / f"{split_name}_per_example_k{is_samples}.h5"
+        path = run_dir / per_example_name(split_name, is_samples, parts.data.info)
         save_per_example(estimate, path)
         evaluation.per_example_file = path.name
     return evaluation.to_json()
+
+
+def per_example_name(split_name: str, is_samples: int, data_info: dict[str, Any]) -> str:
+    """`<split>_per_example_k<K>[_data-<8 hex>].h5`: the data's content digest, where it has one,
+    keeps evaluations of one run on two data files (a rebuilt file, say) apart."""
+    digest = data_info.get("content_sha256")
+    tag = f"_data-{str(digest)[:8]}" if digest else ""
+    return f"{split_name}_per_example_k{is_samples}{tag}.h5"
 
 
 AUX_GAP_MINIMUM = 20  # fewer examples than this: no auxiliary gap (its error would be noise)
