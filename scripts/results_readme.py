@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import h5py
 from omegaconf import OmegaConf
 
 from vgp_bench.analysis.report.paper import PAPER
@@ -28,6 +29,7 @@ from vgp_bench.analysis.report.runs import (
     RunRecord,
     chosen_evaluation,
     current_test_evaluations,
+    on_own_data,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -608,6 +610,7 @@ K = "calibration"
 CALIBRATION_RUNS = [
     ("burda_dlgm1_vae_s0", "the protocol (dynamic binarization)"),
     ("burda_dlgm1_vae_fixed_s0", "the protocol with the fixed binarization"),
+    ("burda_dlgm1_vae_format1_s0", "the protocol on format-1 data, stopped when that was found"),
 ]
 CALIBRATION_TOLERANCE = 0.5  # nats: the study's target is the anchor within this
 
@@ -636,13 +639,14 @@ def calibration_table(study: str = K) -> str:
     """Each calibration run: epochs, validation bounds, the test estimate against the anchor."""
     anchor = calibration_anchor()
     header = [
-        "run", "", "epochs", "last valid bound", "best valid bound (epoch)", "test images", "S",
-        "-log p(x) (IS)", "-bound", f"IS - {anchor}", f"target: within {CALIBRATION_TOLERANCE}",
+        "run", "", "data", "epochs", "last valid bound", "best valid bound (epoch)",
+        "test images", "S", "-log p(x) (IS)", "-bound", f"IS - {anchor}",
+        f"target: within {CALIBRATION_TOLERANCE}",
     ]  # fmt: skip
     rows = []
     for run, what in CALIBRATION_RUNS:
         if not has_run(study, run):
-            rows.append([f"`{run}`", what, "not run", *["—"] * (len(header) - 3)])
+            rows.append([f"`{run}`", what, "—", "not run", *["—"] * (len(header) - 4)])
             continue
         metrics = load(study, run)
         history = metrics["history"]
@@ -651,15 +655,22 @@ def calibration_table(study: str = K) -> str:
         cells: list[object] = [
             f"`{run}`",
             what,
+            data_format(metrics["dataset"]),
             epochs,
             f"{history[-1]['valid_bound']:.2f}" if history else "—",
             f"{best_valid(study, run):.2f} ({best_epoch(metrics)})" if history else "—",
         ]
-        evaluation = chosen_evaluation(metrics) if metrics.get("status") == "finished" else None
-        if evaluation is None:
+        finished = metrics.get("status") == "finished"
+        evaluation = chosen_evaluation(metrics)
+        if evaluation is None or not (finished or metrics.get("status") == "interrupted"):
             rows.append([*cells, where_it_is(metrics), *["—"] * (len(header) - len(cells) - 1)])
             continue
         nll, nll_se = evaluation["nll"], evaluation["nll_stderr"]
+        verdict = (
+            calibration_verdict(nll - anchor, nll_se)
+            if finished
+            else f"not the protocol: stopped at epoch {metrics['epochs_completed']} of {planned}"
+        )
         rows.append(
             [
                 *cells,
@@ -668,9 +679,83 @@ def calibration_table(study: str = K) -> str:
                 estimate_cell(metrics, evaluation, "nll"),
                 estimate_cell(metrics, evaluation, "bound_nll"),
                 signed(nll - anchor),
-                calibration_verdict(nll - anchor, nll_se),
+                verdict,
             ]
         )
+    return table(header, rows)
+
+
+def data_format(dataset: dict[str, Any]) -> str:
+    """The data file a run or an evaluation read, in words: its format and content digest."""
+    digest = dataset.get("content_sha256")
+    return f"format {dataset.get('format_version')}" + (f", {digest[:8]}" if digest else "")
+
+
+def per_example_nll(study: str, run: str, evaluation: dict[str, Any]) -> list[float] | None:
+    """An evaluation's per-example -log p(x), from its per-example file when the study keeps
+    it beside the run's metrics.json (None otherwise)."""
+    name = evaluation.get("per_example_file")
+    path = RESULTS / study / "runs" / run / str(name)
+    if not name or not path.is_file():
+        return None
+    with h5py.File(path, "r") as handle:
+        return [-float(value) for value in handle["log_likelihood"][()]]
+
+
+def calibration_data_table(study: str = K) -> str:
+    """Each calibration run evaluated on its own data and on another data file, the same
+    parameters, test images and S: the difference, with its standard error paired over the
+    test images where both per-example files are kept (the evaluations share their seeds, so
+    the pairing removes the images' own spread)."""
+    header = [
+        "run", "epoch", "test images", "S", "data it trained on", "-log p(x) there",
+        "other data", "-log p(x) there", "other - own", "SE (paired)",
+    ]  # fmt: skip
+    rows = []
+    for run, _ in CALIBRATION_RUNS:
+        if not has_run(study, run):
+            continue
+        metrics = load(study, run)
+        record = RunRecord(metrics)
+        steps = record.steps
+        owns = [evaluation.data for evaluation in current_test_evaluations(record)]
+        others = [
+            evaluation.data
+            for evaluation in record.evaluations or []
+            if evaluation.dataset is not None
+            and not on_own_data(record, evaluation)
+            and evaluation.run_steps == steps
+            and (evaluation.split or "test") == "test"
+        ]
+        for other in others:
+            size = (other["n_examples"], other["is_samples"])
+            alike = [e for e in owns if (e["n_examples"], e["is_samples"]) == size]
+            if not alike:
+                continue
+            kept = [e for e in alike if per_example_nll(study, run, e) is not None]
+            own = (kept or alike)[0]
+            own_values = per_example_nll(study, run, own)
+            other_values = per_example_nll(study, run, other)
+            paired = "— (per-example files not kept)"
+            if own_values and other_values and len(own_values) == len(other_values) > 1:
+                diffs = [b - a for a, b in zip(own_values, other_values, strict=True)]
+                paired = f"{statistics.stdev(diffs) / math.sqrt(len(diffs)):.3f}"
+            rows.append(
+                [
+                    f"`{run}`",
+                    metrics["epochs_completed"],
+                    own["n_examples"],
+                    own["is_samples"],
+                    data_format(metrics["dataset"]),
+                    f"{own['nll']:.2f} ± {own['nll_stderr']:.2f}",
+                    data_format(other["dataset"]),
+                    f"{other['nll']:.2f} ± {other['nll_stderr']:.2f}",
+                    signed(other["nll"] - own["nll"]),
+                    paired,
+                ]
+            )
+    if not rows:
+        rows.append(["no run evaluated on other data yet", *["—"] * (len(header) - 1)])
     return table(header, rows)
 
 
@@ -781,6 +866,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "convergence": convergence_table,
     "convergence-differences": convergence_differences_table,
     "calibration": calibration_table,
+    "calibration-data": calibration_data_table,
     "draw": draw_table,
     "draw-differences": draw_differences_table,
 }

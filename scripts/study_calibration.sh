@@ -13,7 +13,10 @@
 # Runs (RUNS=regex keeps the matching ones): burda_dlgm1_vae_s0, the protocol itself; and
 # burda_dlgm1_vae_fixed_s0, the same with the fixed binarization of data/mnist.h5 (the
 # protocol's one data difference from the runner's own studies), trained when asked for by
-# RUNS. JOBS (default 1) jobs of THREADS (default 1) threads each run at once, each in its own
+# RUNS. burda_dlgm1_vae_format1_s0, if present, is the protocol trained on a format-1
+# data/mnist.h5 (grey levels above 128 one step low; docs/data.md), stopped at epoch 2104 when
+# that was found; nothing trains it again, its evaluations on both data files are reported.
+# JOBS (default 1) jobs of THREADS (default 1) threads each run at once, each in its own
 # run folder under STUDY_DIR (default outputs/studies/calibration); a job cut off by the end of
 # a session resumes from its last checkpoint when the script is run again.
 source "$(dirname "$0")/common.sh"
@@ -30,6 +33,10 @@ train() { runs | select_runs "^burda_dlgm1_vae_s0$" | train_runs "data_dir=$data
 
 report() {
   collect_and_report burda_ "$results_dir"
+  local kept  # the per-example test estimates, for the paired differences (a few hundred kB)
+  for kept in "$study_dir"/burda_*/test_per_example_*.h5; do
+    [[ -f $kept ]] && cp "$kept" "$results_dir/runs/$(basename "$(dirname "$kept")")/"
+  done
   # where each run stands, and the validation bound at the end of each of the 8 stages
   run_python scripts/study_progress.py "$results_dir/runs" >"$results_dir/progress.md"
   run_python scripts/results_readme.py  # every results README's tables, from results/

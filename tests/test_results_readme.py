@@ -21,8 +21,12 @@ from __future__ import annotations
 import json
 import math
 import re
+import statistics
 from pathlib import Path
 from typing import Any
+
+import h5py
+import numpy as np
 
 from tests.helpers import load_script
 
@@ -188,16 +192,28 @@ def evaluation_record(
     }
 
 
+FORMAT_2 = {"format_version": 2, "content_sha256": "c0ffee00" * 8}
+
+
 def calibration_run(
-    folder: Path, status: str, epochs: int, test_nll: float | None, planned: int = 3280
+    folder: Path,
+    status: str,
+    epochs: int,
+    test_nll: float | None,
+    planned: int = 3280,
+    dataset: dict[str, Any] | None = None,
 ) -> None:
-    """A calibration run folder: its resolved epochs, a validation curve and maybe its test."""
+    """A calibration run folder: its resolved epochs, the data it read (format 2 unless
+    `dataset`), a validation curve and maybe its test."""
     history = [
         {"epoch": epoch, "valid_bound": -100.0 + epoch / 10} for epoch in range(1, epochs + 1)
     ]
     history[-1]["valid_bound"] = -99.95  # the last epoch below the best one before it
     test = None if test_nll is None else evaluation_record(test_nll, (0.08, 0.09), 4.0, 10000, 5000)
     write_run(folder, status, history, 10, test)
+    record = json.loads((folder / "metrics.json").read_text())
+    record["dataset"] = dataset or FORMAT_2
+    (folder / "metrics.json").write_text(json.dumps(record))
     (folder / "config.yaml").write_text(f"trainer:\n  epochs: {planned}\n")
 
 
@@ -222,17 +238,70 @@ def test_the_calibration_table_measures_each_run_against_the_anchor(
     calibration_run(runs / "burda_dlgm1_vae_fixed_s0", "running", 12, None)
     text = module.calibration_table("calibration-a")
     cells = calibration_cells(text, "burda_dlgm1_vae_s0")
-    assert cells[2:7] == ["30 of 30", "-99.95", "-97.10 (29)", "10000", "5000"]
-    assert cells[7:] == ["87.06 ± 0.08", "91.06 ± 0.09", "+0.30", "within 0.5 nats"]
+    assert cells[2:5] == ["format 2, c0ffee00", "30 of 30", "-99.95"]
+    assert cells[5:8] == ["-97.10 (29)", "10000", "5000"]
+    assert cells[8:] == ["87.06 ± 0.08", "91.06 ± 0.09", "+0.30", "within 0.5 nats"]
     fixed = calibration_cells(text, "burda_dlgm1_vae_fixed_s0")
-    assert fixed[2] == "12 of 3280" and fixed[5:] == ["training, epoch 12", *["—"] * 5]
+    assert fixed[3] == "12 of 3280" and fixed[6:] == ["training, epoch 12", *["—"] * 5]
 
     runs = tmp_path / "calibration-b" / "runs"
     calibration_run(runs / "burda_dlgm1_vae_s0", "finished", 30, anchor + 1.25, planned=30)
     text = module.calibration_table("calibration-b")
     cells = calibration_cells(text, "burda_dlgm1_vae_s0")
-    assert cells[9:] == ["+1.25", "misses: 1.25 nats worse, 0.75 beyond (SE 0.08)"]
-    assert calibration_cells(text, "burda_dlgm1_vae_fixed_s0")[2] == "not run"
+    assert cells[10:] == ["+1.25", "misses: 1.25 nats worse, 0.75 beyond (SE 0.08)"]
+    assert calibration_cells(text, "burda_dlgm1_vae_fixed_s0")[3] == "not run"
+    assert "no run evaluated on other data yet" in module.calibration_data_table("calibration-b")
+
+
+def per_example_file(folder: Path, name: str, nll: list[float]) -> None:
+    """A per-example file as vgp-eval writes it (log-likelihoods, bounds)."""
+    with h5py.File(folder / name, "w") as handle:
+        handle.create_dataset("log_likelihood", data=-np.asarray(nll))
+        handle.create_dataset("bound", data=-np.asarray(nll) - 4.0)
+
+
+def test_a_run_tested_on_two_data_files_gets_the_paired_difference(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The format-1 run: its row tests it on its own data (the evaluation that does not say
+    which data it read, as older code wrote it), says it is not the protocol's end; the data
+    table pairs it with the evaluation of the same parameters on format 2, the standard error
+    over the images' differences when both per-example files are kept."""
+    module = script()
+    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    folder = tmp_path / "calibration" / "runs" / "burda_dlgm1_vae_format1_s0"
+    calibration_run(folder, "interrupted", 20, None, planned=30, dataset={"format_version": 1})
+    record = json.loads((folder / "metrics.json").read_text())
+    own_data = [88.0, 90.0, 86.0, 87.0]
+    format_2 = [87.1, 89.2, 85.0, 86.3]  # differences -0.9, -0.8, -1.0, -0.7
+    own = {**evaluation_record(87.75, (0.8, 0.9), 4.0, 4, 5000), "run_steps": record["steps"]}
+    own["per_example_file"] = "test_per_example_k5000.h5"
+    other = {**own, "nll": 86.9, "dataset": FORMAT_2}
+    other["per_example_file"] = "test_per_example_k5000_data-c0ffee00.h5"
+    stale = {**other, "nll": 80.0, "run_steps": record["steps"] - 10}  # an earlier step's
+    record["evaluations"] = [own, stale, other]
+    (folder / "metrics.json").write_text(json.dumps(record))
+    row = calibration_cells(module.calibration_table(), "burda_dlgm1_vae_format1_s0")
+    assert row[2:4] == ["format 1", "20 of 30"] and row[8] == "87.75 ± 0.80"
+    assert row[-1] == "not the protocol: stopped at epoch 20 of 30"
+    assert (
+        module.calibration_data_table()
+        .splitlines()[-1]
+        .endswith("| -0.85 | — (per-example files not kept) |")
+    )
+    per_example_file(folder, own["per_example_file"], own_data)
+    per_example_file(folder, other["per_example_file"], format_2)
+    (row,) = [
+        calibration_cells(line, "burda_dlgm1_vae_format1_s0")
+        for line in module.calibration_data_table().splitlines()
+        if line.startswith("| `burda")
+    ]
+    differences = [b - a for a, b in zip(own_data, format_2, strict=True)]
+    paired = statistics.stdev(differences) / math.sqrt(len(differences))
+    assert row == [
+        "`burda_dlgm1_vae_format1_s0`", "20", "4", "5000", "format 1", "87.75 ± 0.80",
+        "format 2, c0ffee00", "86.90 ± 0.80", "-0.85", f"{paired:.3f}",
+    ]  # fmt: skip
 
 
 def draw_run(folder: Path, status: str, epochs: int, test: tuple[float, int, int] | None) -> None:
