@@ -29,7 +29,6 @@ from vgp_bench.analysis.report.runs import (
     RunRecord,
     chosen_evaluation,
     current_test_evaluations,
-    on_own_data,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -699,7 +698,11 @@ def per_example_nll(study: str, run: str, evaluation: dict[str, Any]) -> list[fl
     if not name or not path.is_file():
         return None
     with h5py.File(path, "r") as handle:
-        return [-float(value) for value in handle["log_likelihood"][()]]
+        values = [-float(value) for value in handle["log_likelihood"][()]]
+        samples = handle.attrs.get("is_samples")
+    # a later evaluation with the same S on the same data may have replaced the file
+    alike = samples is not None and int(samples) == evaluation.get("is_samples")
+    return values if alike and len(values) == evaluation.get("n_examples") else None
 
 
 def calibration_data_table(study: str = K) -> str:
@@ -723,7 +726,7 @@ def calibration_data_table(study: str = K) -> str:
             evaluation.data
             for evaluation in record.evaluations or []
             if evaluation.dataset is not None
-            and not on_own_data(record, evaluation)
+            and not record.read_own_data(evaluation)
             and evaluation.run_steps == steps
             and (evaluation.split or "test") == "test"
         ]
@@ -915,10 +918,20 @@ def fam(run: str, key: str) -> float:
     return test_of(F, run)[key]
 
 
+# the study script's defaults of the settings the README quotes, for a study with no run yet
+CONVERGENCE_DEFAULTS = {"trainer.early_stopping.min_delta": "MIN_DELTA"}
+
+
 def convergence_setting(key: str) -> str:
-    """A trainer setting of the study's runs, as the first committed run's config resolved it."""
-    first = sorted((RESULTS / C / "runs").glob("*/config.yaml"))[0]
-    return str(run_setting(C, first.parent.name, key))
+    """A trainer setting of the study's runs, as the first committed run's config resolved it
+    (before the first run: the study script's default)."""
+    configs = sorted((RESULTS / C / "runs").glob("*/config.yaml"))
+    if configs:
+        return str(run_setting(C, configs[0].parent.name, key))
+    script_text = (ROOT / "scripts" / "study_convergence.sh").read_text()
+    found = re.search(rf"\${{{CONVERGENCE_DEFAULTS[key]}:-([^}}]+)}}", script_text)
+    assert found is not None, key
+    return found.group(1)
 
 
 VALUES: dict[str, Callable[[], str]] = {

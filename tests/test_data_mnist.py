@@ -122,11 +122,16 @@ def test_grey_levels_come_back_exactly_from_k_over_256_and_from_k_over_255():
     would lower every level above 128 by one and lose 255; intensities k / 255 read as k."""
     levels = np.resize(np.arange(256, dtype=np.uint8), 784)  # every level, 0..255, and more
     for divisor in (256, 255):
-        pixels = (levels.astype(np.float64) / divisor).astype(np.float32)[None]  # [1, 784]
-        assert mnist_sources.grey_levels_per_unit(pixels) == float(divisor)
-        np.testing.assert_array_equal(mnist_sources.grey_from_pixels(pixels).ravel(), levels)
-    black = np.zeros((1, 784), np.float32)  # either reading gives k = 0
-    assert mnist_sources.grey_levels_per_unit(black) == 256.0
+        for dtype in (np.float16, np.float32, np.float64):
+            pixels = (levels.astype(np.float64) / divisor).astype(dtype)[None]  # [1, 784]
+            per_unit = mnist_sources.grey_levels_per_unit(pixels)
+            assert per_unit == float(divisor)
+            grey = mnist_sources.grey_from_pixels(pixels, per_unit)
+            np.testing.assert_array_equal(grey.ravel(), levels)
+    black = np.zeros((1, 784), np.float32)  # either reading gives k = 0: decided by the others
+    at_255 = (levels / 255).astype(np.float32)[None]
+    assert mnist_sources.grey_levels_per_unit(black, black) == 256.0
+    assert mnist_sources.grey_levels_per_unit(black, at_255) == 255.0
 
 
 def test_a_format_1_file_says_why_it_is_rebuilt_and_is_rebuilt(built, tiny_pickle, vgp_data):
@@ -138,6 +143,11 @@ def test_a_format_1_file_says_why_it_is_rebuilt_and_is_rebuilt(built, tiny_pickl
     message = str(raised.value)
     assert "one step low" in message and "vgp-data mnist --force" in message
     assert "\n" not in message
+    with h5py.File(data_dir / "mnist.h5", "r+") as handle:  # made from IDX files: read as is
+        handle.attrs["split_rule"] = "idx: train = first N - 2 training images, valid = last 2"
+    assert mnist.load_mnist(str(data_dir)).split_sizes() == SIZES
+    with h5py.File(data_dir / "mnist.h5", "r+") as handle:
+        handle.attrs["split_rule"] = "pickle: train, valid, test as stored"
     path, digest, _ = tiny_pickle  # no --force needed: the old file is rebuilt
     assert vgp_data("--from-pkl", path, "--sha256", digest, "--data-dir", data_dir) == 0
     with h5py.File(data_dir / "mnist.h5", "r") as handle:

@@ -269,7 +269,7 @@ def test_a_resume_on_other_data_is_refused_and_changes_no_byte(tmp_path: Path) -
     assert train(compose_config([*settings, "trainer.epochs=3"]), run_dir)["status"] == "finished"
     # vgp-eval may evaluate other data than the run's: each evaluation records which it was
     write_small_mnist(data_dir)
-    settings = OmegaConf.create({"is_samples": 2, "subset": None})
+    settings = OmegaConf.create({"is_samples": 2, "subset": None, "save_per_example": True})
     evaluate_checkpoint(str(run_dir), settings, device_name="cpu", data_dir=str(data_dir))
     first = metrics_of(run_dir)["evaluations"][-1]["dataset"]
     write_small_mnist(data_dir, shift=1)
@@ -277,6 +277,10 @@ def test_a_resume_on_other_data_is_refused_and_changes_no_byte(tmp_path: Path) -
     second = metrics_of(run_dir)["evaluations"][-1]["dataset"]
     assert first["format_version"] == second["format_version"] == mnist.FORMAT_VERSION
     assert first["content_sha256"] != second["content_sha256"]
+    files = sorted(path.name for path in run_dir.glob("test_per_example_k2_data-*.h5"))
+    assert files == sorted(
+        f"test_per_example_k2_data-{d['content_sha256'][:8]}.h5" for d in (first, second)
+    )
     assert "evaluated on other data than the run trained on" in (run_dir / "eval.log").read_text()
 
 

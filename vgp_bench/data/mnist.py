@@ -36,7 +36,8 @@ FORMAT_VERSION = 2
 # Why a file of an older format is rebuilt rather than read.
 OLD_FORMATS = {
     1: "format 1 read mnist.pkl.gz's k / 256 intensities as k / 255, so its grey levels above "
-    "128 are one step low and none is 255: more binarization noise than MNIST has",
+    "128 are one step low and none is 255: more binarization noise than MNIST has (files made "
+    "from IDX or .amat files are read as they are)",
 }
 SPLITS = ("train", "valid", "test")
 IMAGE_SIDE = 28
@@ -64,11 +65,19 @@ def split_seed(binarization_seed: int, split: str) -> int:
 # ------------------------------------------------------------------------------- HDF5 file
 
 
+def readable_format(attrs: dict[str, Any]) -> bool:
+    """Whether this code reads a file of the format its attrs state: the current one, or
+    format 1 made from IDX or .amat files (format 1 went wrong only in reading the pickle)."""
+    version = attrs.get("format_version")
+    from_pickle = str(attrs.get("split_rule", "")).startswith("pickle")
+    return version == FORMAT_VERSION or (version == 1 and not from_pickle)
+
+
 def check_layout(handle: h5py.File, path: Path) -> dict[str, Any]:
     """The file's attrs after checking its format version, groups, shapes and dtypes."""
     attrs = plain_attrs(handle.attrs)
     version = attrs.get("format_version")
-    if version != FORMAT_VERSION:
+    if not readable_format(attrs):
         why = f" ({OLD_FORMATS[version]})" if version in OLD_FORMATS else ""
         raise CorruptDataError(
             f"{path} has format_version {version}, this code reads {FORMAT_VERSION}{why}: "

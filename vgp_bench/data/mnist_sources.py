@@ -136,20 +136,22 @@ def unpickle_numpy_only(compressed: bytes, what: str) -> Any:
     return content
 
 
-def grey_levels_per_unit(pixels: np.ndarray) -> float:
-    """How a pickle's intensities encode the IDX grey levels k = 0..255: 256.0 when every
-    intensity is a multiple of 1/256 below 1 (the classic mnist.pkl.gz stores k / 256, so its
-    brightest pixel is 255/256), else 255.0 (intensities k / 255, as an IDX file / 255 gives)."""
-    scaled = pixels * 256.0  # exact for float32 multiples of 1/256
-    if pixels.max() < 1.0 and np.array_equal(scaled, np.rint(scaled)):
-        return 256.0
-    return 255.0
+def grey_levels_per_unit(*splits: np.ndarray) -> float:
+    """How a pickle's intensities encode the IDX grey levels k = 0..255, decided once for all
+    its splits: 256.0 when every intensity is a multiple of 1/256 below 1 (the classic
+    mnist.pkl.gz stores k / 256, so its brightest pixel is 255/256), else 255.0 (intensities
+    k / 255, as an IDX file / 255 gives)."""
+    for pixels in splits:
+        scaled = pixels * 256.0  # exact for float multiples of 1/256
+        if pixels.max() >= 1.0 or not np.array_equal(scaled, np.rint(scaled)):
+            return 255.0
+    return 256.0
 
 
-def grey_from_pixels(pixels: np.ndarray) -> np.ndarray:
+def grey_from_pixels(pixels: np.ndarray, levels_per_unit: float) -> np.ndarray:
     """Float pixel intensities in [0, 1] back to the uint8 grey levels they encode, [N, 28, 28]
     (the classic pickle's k / 256 read as k / 255 would lower every level above 128 by one)."""
-    scaled = np.rint(pixels * grey_levels_per_unit(pixels))  # keeps float32 pixels float32
+    scaled = np.rint(pixels * levels_per_unit)  # keeps float32 pixels float32
     return scaled.astype(np.uint8).reshape(-1, IMAGE_SIDE, IMAGE_SIDE)
 
 
@@ -158,7 +160,7 @@ def splits_from_pickle(content: Any, what: str) -> dict[str, SplitArrays]:
     layout_hint = "expected ((train_x, train_y), (valid_x, valid_y), (test_x, test_y))"
     if not isinstance(content, tuple | list) or len(content) != len(SPLITS):
         raise CorruptDataError(f"{what} has an unexpected layout: {layout_hint}")
-    splits = {}
+    checked = {}
     for split, pair in zip(SPLITS, content):
         if not (
             isinstance(pair, tuple | list)
@@ -187,8 +189,12 @@ def splits_from_pickle(content: Any, what: str) -> dict[str, SplitArrays]:
             )
         if labels.min() < 0 or labels.max() > 9:
             raise CorruptDataError(f"{what}: {split} labels must be digits 0..9")
-        splits[split] = SplitArrays(grey_from_pixels(pixels), None, labels.astype(np.int64))
-    return splits
+        checked[split] = (pixels, labels)
+    levels_per_unit = grey_levels_per_unit(*(pixels for pixels, _ in checked.values()))
+    return {
+        split: SplitArrays(grey_from_pixels(pixels, levels_per_unit), None, labels.astype(np.int64))
+        for split, (pixels, labels) in checked.items()
+    }
 
 
 def read_local_pickle(path: Path, expected_sha256: str) -> bytes:

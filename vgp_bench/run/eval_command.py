@@ -14,6 +14,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from vgp_bench.data.identity import data_changes, data_identity
 from vgp_bench.errors import MissingDataError
 from vgp_bench.locations import CONFIG_DIR
 from vgp_bench.run.build import checkpoint_config, components_from_checkpoint
@@ -27,7 +28,6 @@ from vgp_bench.run.evaluate import (
 from vgp_bench.run.failures import USER_ERRORS, log_failure, print_error
 from vgp_bench.run.host_memory import keep_freed_memory
 from vgp_bench.run.metrics import Evaluation, read_record, write_record
-from vgp_bench.run.resume_policy import data_changes, data_identity
 from vgp_bench.run.run_folder import (
     check_record,
     claimed,

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
+from vgp_bench.data.identity import data_changes
 from vgp_bench.errors import CorruptDataError
 
 if TYPE_CHECKING:
@@ -251,9 +252,19 @@ class RunRecord(Record):
             self.best_epoch = state.best_epoch
 
     def add_evaluation(self, evaluation: Evaluation) -> None:
-        """Append a later evaluation (vgp-eval); it is `test` only when the run has none."""
+        """Append a later evaluation (vgp-eval); it is `test` only when the run has none and
+        it read the run's own data."""
         self.data.setdefault("evaluations", []).append(evaluation.data)
-        self.data.setdefault("test", evaluation.data)
+        if self.read_own_data(evaluation):
+            self.data.setdefault("test", evaluation.data)
+
+    def read_own_data(self, evaluation: Evaluation) -> bool:
+        """Whether `evaluation` read the data the run trained on (one that does not say which
+        data it read, as older ones and the end-of-training one, did)."""
+        if evaluation.dataset is None:
+            return True
+        trained_on = self.dataset.to_json() if self.dataset is not None else {}
+        return not data_changes(trained_on, evaluation.dataset)
 
     def epoch_evaluations(self) -> Iterator[tuple[str, EpochEvaluation]]:
         """`eval_at_epochs` as (epoch, record) pairs (entries that are not objects skipped)."""

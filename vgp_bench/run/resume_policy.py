@@ -4,13 +4,13 @@ is config_keys')."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 
+from vgp_bench.data.identity import data_changes, describe_changes
 from vgp_bench.errors import RunFolderError
 from vgp_bench.run.checkpoint import load_checkpoint
 from vgp_bench.run.config_keys import (
@@ -59,39 +59,6 @@ def resume_changes(
     return {key: [old.get(key), new.get(key)] for key in changed}
 
 
-# What identifies the contents of a run's data in metrics.json's `dataset` (the data's own
-# record of itself): the source's digest, the file's format and content digest, its fixed
-# binary draw; Sketch's preprocessing. The settings that choose among them are config keys.
-DATA_IDENTITY_KEYS = (
-    "sha256",
-    "content_sha256",
-    "format_version",
-    "binarization_seed",
-    "binary_origin",
-    "preprocessing",
-)
-
-
-def data_identity(info: Mapping[str, Any]) -> dict[str, Any]:
-    """The identity keys of a dataset's info (or of a run's recorded `dataset`) it holds."""
-    return {key: info[key] for key in DATA_IDENTITY_KEYS if key in info}
-
-
-def data_changes(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, list]:
-    """`{key: [recorded, current]}` for each identity key whose value differs between the data
-    a run recorded and the data now loaded; a key the record lacks (older code) is skipped."""
-    return {
-        key: [value, current.get(key)]
-        for key, value in data_identity(recorded).items()
-        if as_recorded(current.get(key)) != as_recorded(value)
-    }
-
-
-def as_recorded(value: Any) -> Any:
-    """A value as metrics.json gives it back (tuples become lists, numbers stay numbers)."""
-    return json.loads(json.dumps(value, default=str))
-
-
 def refuse_data_change(run_dir: Path, current: Mapping[str, Any]) -> None:
     """Refuse to resume the run in `run_dir` on data other than the data it trained on (a file
     rebuilt or replaced since): its steps so far and the ones to come would mix two datasets."""
@@ -100,13 +67,11 @@ def refuse_data_change(run_dir: Path, current: Mapping[str, Any]) -> None:
     changes = data_changes(recorded.to_json() if recorded is not None else {}, current)
     if not changes:
         return
-    shown = ", ".join(
-        f"{key} {str(old)[:16]!r} -> {str(new)[:16]!r}" for key, (old, new) in changes.items()
-    )
     raise RunFolderError(
         f"{run_dir} holds a run that trained on other data than {current.get('path', 'now')} "
-        f"({shown}): resume it on the file it started with (data_dir=...), or start a new run "
-        "in a new folder (hydra.run.dir=...)"
+        f"({describe_changes(changes)}): resume it on the data it started with (data_dir=..., "
+        "with code that reads that file), or start the run again in a new folder "
+        "(hydra.run.dir=...) or in this one (trainer.move_aside=true keeps the old run)"
     )
 
 

@@ -22,7 +22,6 @@ from vgp_bench.run.metrics import (
     family_structure,
     read_record,
 )
-from vgp_bench.run.resume_policy import data_changes
 
 DEFAULT_ROOTS = ("outputs", "multirun")
 # -log p(x) of the model that gives every pixel probability 1/2, for runs that did not record
@@ -110,15 +109,6 @@ def evaluation_label(test: Evaluation) -> str:
     return f"vgp-eval {test.checkpoint}" if test.checkpoint else OWN_EVALUATION
 
 
-def on_own_data(record: RunRecord, evaluation: Evaluation) -> bool:
-    """Whether `evaluation` read the data the run trained on (an evaluation that does not say
-    which data it read, as older ones and the end-of-training one, did)."""
-    if evaluation.dataset is None:
-        return True
-    trained_on = record.dataset.to_json() if record.dataset is not None else {}
-    return not data_changes(trained_on, evaluation.dataset)
-
-
 def current_test_evaluations(record: RunRecord) -> list[Evaluation]:
     """The run's test-set evaluations of its current parameters on its own data: the
     end-of-training one and vgp-eval's (`evaluations`) while the run has not trained past
@@ -128,8 +118,8 @@ def current_test_evaluations(record: RunRecord) -> list[Evaluation]:
         evaluation
         for evaluation in record.evaluations or []
         if (evaluation.run_steps if evaluation.has("run_steps") else steps) == steps
-        and on_own_data(record, evaluation)
     ]
+    candidates = [test for test in candidates if test is None or record.read_own_data(test)]
     return [
         test
         for test in candidates
