@@ -14,7 +14,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from vgp_bench.data.identity import data_changes, data_identity
+from vgp_bench.data_identity import data_changes, data_identity
 from vgp_bench.errors import MissingDataError
 from vgp_bench.locations import CONFIG_DIR
 from vgp_bench.run.build import checkpoint_config, components_from_checkpoint

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from vgp_bench.data.identity import data_changes
+from vgp_bench.data_identity import data_changes
 from vgp_bench.errors import CorruptDataError
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from vgp_bench.data.identity import data_changes, describe_changes
+from vgp_bench.data_identity import data_changes, describe_changes
 from vgp_bench.errors import RunFolderError
 from vgp_bench.run.checkpoint import load_checkpoint
 from vgp_bench.run.config_keys import (

@@ -1,5 +1,6 @@
 """What identifies the contents of a run's data: the keys of a dataset's info (and of the
-`dataset` a run's metrics.json records) that change when the data file does."""
+`dataset` a run's metrics.json records) that change when the data file does. Torch-free: the
+report reads it."""
 
 from __future__ import annotations
 
