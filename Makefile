@@ -23,7 +23,7 @@ run: data
 	$(BIN)/vgp-train -m inference=vae,vgp hydra.sweep.dir=$(RUN_DIR) hydra.sweep.subdir='$${hydra:runtime.choices.inference}'
 	$(BIN)/vgp-report $(RUN_DIR)
 	@echo
-	@echo "For comparison, the 100-epoch study (results/vgp_vs_vae/README.md; table.md, by scripts/study_vgp_vs_vae.sh):"
+	@echo "For comparison, the 100-epoch study (results/vgp_vs_vae/README.md; table.md, by scripts/study_vgp_vs_vae.sh; its runs read a format-1 data/mnist.h5, see that README):"
 	@sed -n '/^| method/,/^$$/p' results/vgp_vs_vae/table.md | sed -n '1,/^$$/p'
 
 test: setup
