@@ -35,9 +35,8 @@ FILE_NAME = "mnist.h5"
 FORMAT_VERSION = 2
 # Why a file of an older format is rebuilt rather than read.
 OLD_FORMATS = {
-    1: "format 1 read mnist.pkl.gz's k / 256 intensities as k / 255, so its grey levels above "
-    "128 are one step low and none is 255: more binarization noise than MNIST has (files made "
-    "from IDX or .amat files are read as they are)",
+    1: "format 1 read mnist.pkl.gz's k / 256 intensities as k / 255: its grey levels above 128 "
+    "are one step low and none is 255, so its binarizations are noisier than MNIST's",
 }
 SPLITS = ("train", "valid", "test")
 IMAGE_SIDE = 28
