@@ -14,7 +14,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from vgp_bench.data_identity import data_changes, data_identity
+from vgp_bench.data_identity import data_changes, data_identity, describe_changes
 from vgp_bench.errors import MissingDataError
 from vgp_bench.locations import CONFIG_DIR
 from vgp_bench.run.build import checkpoint_config, components_from_checkpoint
@@ -167,7 +167,9 @@ def evaluate_checkpoint(
             evaluation.run_steps = record.steps
             trained_on = record.dataset.to_json() if record.dataset is not None else {}
             if changes := data_changes(trained_on, parts.data.info):
-                log.warning("evaluated on other data than the run trained on: %s", changes)
+                log.warning(
+                    "evaluated on other data than the run trained on: %s", describe_changes(changes)
+                )
             record.add_evaluation(evaluation)
             write_record(record, metrics_path)
         if journal is not None:
