@@ -21,7 +21,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import h5py
 from omegaconf import OmegaConf
 
 from vgp_bench.analysis.report.paper import PAPER
@@ -690,26 +689,23 @@ def data_format(dataset: dict[str, Any]) -> str:
     return f"format {dataset.get('format_version')}" + (f", {digest[:8]}" if digest else "")
 
 
-def per_example_nll(study: str, run: str, evaluation: dict[str, Any]) -> list[float] | None:
-    """An evaluation's per-example -log p(x), from its per-example file when the study keeps
-    it beside the run's metrics.json (None otherwise)."""
-    name = evaluation.get("per_example_file")
-    path = RESULTS / study / "runs" / run / str(name)
-    if not name or not path.is_file():
-        return None
-    with h5py.File(path, "r") as handle:
-        values = [-float(value) for value in handle["log_likelihood"][()]]
-        samples = handle.attrs.get("is_samples")
-    # a later evaluation with the same S on the same data may have replaced the file
-    alike = samples is not None and int(samples) == evaluation.get("is_samples")
-    return values if alike and len(values) == evaluation.get("n_examples") else None
+def paired_se(study: str, run: str, own: dict[str, Any], other: dict[str, Any]) -> float | None:
+    """The standard error of `other` - `own` paired over the test images, as
+    scripts/paired_evaluations.py computed it from the two per-example files (None if not)."""
+    path = RESULTS / study / "paired_evaluations.json"
+    pairs = json.loads(path.read_text()) if path.is_file() else []
+    files = (own.get("per_example_file"), other.get("per_example_file"))
+    for pair in pairs:
+        if (pair["run"], pair["own_file"], pair["other_file"]) == (run, *files):
+            return float(pair["paired_se"])
+    return None
 
 
 def calibration_data_table(study: str = K) -> str:
     """Each calibration run evaluated on its own data and on another data file, the same
     parameters, test images and S: the difference, with its standard error paired over the
-    test images where both per-example files are kept (the evaluations share their seeds, so
-    the pairing removes the images' own spread)."""
+    test images where both per-example files were kept, from paired_evaluations.json (the
+    evaluations share their seeds, so the pairing removes the images' own spread)."""
     header = [
         "run", "epoch", "test images", "S", "data it trained on", "-log p(x) there",
         "other data", "-log p(x) there", "other - own", "SE (paired)",
@@ -735,14 +731,9 @@ def calibration_data_table(study: str = K) -> str:
             alike = [e for e in owns if (e["n_examples"], e["is_samples"]) == size]
             if not alike:
                 continue
-            kept = [e for e in alike if per_example_nll(study, run, e) is not None]
-            own = (kept or alike)[0]
-            own_values = per_example_nll(study, run, own)
-            other_values = per_example_nll(study, run, other)
-            paired = "— (per-example files not kept)"
-            if own_values and other_values and len(own_values) == len(other_values) > 1:
-                diffs = [b - a for a, b in zip(own_values, other_values, strict=True)]
-                paired = f"{statistics.stdev(diffs) / math.sqrt(len(diffs)):.3f}"
+            with_se = [(e, paired_se(study, run, e, other)) for e in alike]
+            own, se = next(((e, v) for e, v in with_se if v is not None), (alike[0], None))
+            paired = "— (per-example files not kept)" if se is None else f"{se:.3f}"
             rows.append(
                 [
                     f"`{run}`",

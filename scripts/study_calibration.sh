@@ -33,11 +33,9 @@ train() { runs | select_runs "^burda_dlgm1_vae_s0$" | train_runs "data_dir=$data
 
 report() {
   collect_and_report burda_ "$results_dir"
-  local kept runs_of  # the per-example test estimates, for the paired differences (a few 100 kB)
-  for kept in "$study_dir"/burda_*/test_per_example_*.h5; do
-    runs_of="$results_dir/runs/$(basename "$(dirname "$kept")")"
-    if [[ -f $kept && -d $runs_of ]]; then cp "$kept" "$runs_of/"; fi
-  done
+  # the paired differences of each run's evaluations on two data files (from the per-example
+  # files, which stay in the run folders)
+  run_python scripts/paired_evaluations.py "$study_dir" "$results_dir/paired_evaluations.json"
   # where each run stands, and the validation bound at the end of each of the 8 stages
   run_python scripts/study_progress.py "$results_dir/runs" >"$results_dir/progress.md"
   run_python scripts/results_readme.py  # every results README's tables, from results/

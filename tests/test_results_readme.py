@@ -317,6 +317,8 @@ def test_a_run_tested_on_two_data_files_gets_the_paired_difference(
     )
     per_example_file(folder, own["per_example_file"], own_data)
     per_example_file(folder, other["per_example_file"], format_2)
+    paired = tmp_path / "calibration" / "paired_evaluations.json"
+    assert load_script("paired_evaluations").main([str(folder.parent), str(paired)]) == 0
     (row,) = [
         calibration_cells(line, "burda_dlgm1_vae_format1_s0")
         for line in module.calibration_data_table().splitlines()

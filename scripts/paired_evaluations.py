@@ -1,0 +1,89 @@
+"""Paired differences between a run's test evaluations on its own data and on other data.
+
+For each run folder under STUDY_DIR, each evaluation of other data (vgp-eval's `dataset`) is
+paired with an evaluation on the run's own data of the same images and S, both with their
+per-example files kept (`eval.save_per_example=true`); the difference of -log p(x) and its
+standard error over the images' differences go to OUT (JSON), which the results READMEs read,
+so the per-example files themselves stay in the run folders.
+
+    .venv/bin/python scripts/paired_evaluations.py outputs/studies/calibration \
+        results/calibration/paired_evaluations.json
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import h5py
+
+from vgp_bench.run.metrics import Evaluation, RunRecord, read_record
+
+
+def per_example_nll(folder: Path, evaluation: Evaluation) -> list[float] | None:
+    """An evaluation's per-example -log p(x) from its file in the run folder, when the file
+    is there and was made with the evaluation's S and images (a later one may replace it)."""
+    name = evaluation.per_example_file
+    path = folder / str(name)
+    if not name or not path.is_file():
+        return None
+    with h5py.File(path, "r") as handle:
+        values = [-float(value) for value in handle["log_likelihood"][()]]
+        samples = handle.attrs.get("is_samples")
+    alike = samples is not None and int(samples) == evaluation.is_samples
+    return values if alike and len(values) == evaluation.n_examples else None
+
+
+def run_pairs(folder: Path) -> list[dict[str, Any]]:
+    """The paired differences of one run folder's evaluations (other data minus own data)."""
+    record: RunRecord = read_record(folder / "metrics.json")
+    evaluations = [e for e in record.evaluations or [] if e.run_steps == record.steps]
+    kept = {id(e): per_example_nll(folder, e) for e in evaluations}
+    pairs = []
+    for other in evaluations:
+        if record.read_own_data(other) or kept[id(other)] is None:
+            continue
+        size = (other.n_examples, other.is_samples)
+        owns = [
+            e
+            for e in evaluations
+            if record.read_own_data(e)
+            and kept[id(e)] is not None
+            and (e.n_examples, e.is_samples) == size
+        ]
+        if not owns:
+            continue
+        own = owns[0]
+        differences = [b - a for a, b in zip(kept[id(own)], kept[id(other)], strict=True)]
+        pairs.append(
+            {
+                "run": folder.name,
+                "own_file": own.per_example_file,
+                "other_file": other.per_example_file,
+                "n_examples": len(differences),
+                "difference": statistics.fmean(differences),
+                "paired_se": statistics.stdev(differences) / math.sqrt(len(differences)),
+            }
+        )
+    return pairs
+
+
+def main(argv: list[str] | None = None) -> int:
+    study_dir, out = (Path(arg) for arg in (argv or sys.argv[1:]))
+    pairs = [
+        pair
+        for folder in sorted(study_dir.iterdir())
+        if (folder / "metrics.json").is_file()
+        for pair in run_pairs(folder)
+    ]
+    out.write_text(json.dumps(pairs, indent=1) + "\n")
+    print(f"{out}: {len(pairs)} paired difference(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
