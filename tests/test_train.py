@@ -316,6 +316,36 @@ def test_vgp_eval_re_evaluates_a_checkpoint(tmp_path: Path) -> None:
     assert missing.returncode == 1 and "not found" in missing.stderr
 
 
+def test_per_example_files_of_one_run_never_overwrite_each_other(tmp_path: Path) -> None:
+    """vgp-eval of two checkpoints, and of a subset beside the whole split, keep four files."""
+    import h5py
+    from omegaconf import OmegaConf
+
+    from vgp_bench.run.eval_command import evaluate_checkpoint
+
+    run_dir = tmp_path / "run"
+    common = [*TINY, "eval.at_end=false", "trainer.image_every=0"]
+    train(compose_config([*common, "trainer.epochs=1"]), run_dir)
+    earlier = run_dir / "checkpoints" / "epoch1.pt"
+    earlier.write_bytes((run_dir / "checkpoints" / "last.pt").read_bytes())
+    train(compose_config([*common, "trainer.epochs=2"]), run_dir)
+    for checkpoint in (earlier, run_dir / "checkpoints" / "last.pt"):
+        for subset in (None, 5):
+            settings = OmegaConf.create(
+                {"is_samples": 3, "subset": subset, "save_per_example": True}
+            )
+            evaluate_checkpoint(str(checkpoint), settings, device_name="cpu")
+    evaluations = json.loads((run_dir / "metrics.json").read_text())["evaluations"]
+    names = [evaluation["per_example_file"] for evaluation in evaluations]
+    assert len(set(names)) == 4 and {e["step"] for e in evaluations} == {4, 8}
+    for evaluation in evaluations:  # each file still holds what its record measured
+        with h5py.File(run_dir / evaluation["per_example_file"]) as handle:
+            log_likelihood = handle["log_likelihood"][:]
+        assert len(log_likelihood) == evaluation["n_examples"] == (evaluation["subset"] or 16)
+        assert -log_likelihood.mean() == pytest.approx(evaluation["nll"], rel=1e-6)
+    assert "test_per_example_k3_first5_step4.h5" in names
+
+
 def test_a_step_budget_ending_an_epoch_completes_it(tmp_path: Path) -> None:
     # 64 examples / 16 = 4 batches: max_steps=4 ends exactly at the end of epoch 1
     metrics = train(compose_config([*TINY, "trainer.max_steps=4", "eval.at_end=false"]), tmp_path)

@@ -277,9 +277,10 @@ def test_a_resume_on_other_data_is_refused_and_changes_no_byte(tmp_path: Path) -
     second = metrics_of(run_dir)["evaluations"][-1]["dataset"]
     assert first["format_version"] == second["format_version"] == mnist.FORMAT_VERSION
     assert first["content_sha256"] != second["content_sha256"]
-    files = sorted(path.name for path in run_dir.glob("test_per_example_k2_data-*.h5"))
+    step = metrics_of(run_dir)["evaluations"][-1]["step"]
+    files = sorted(path.name for path in run_dir.glob(f"test_per_example_k2_step{step}_data-*.h5"))
     assert files == sorted(
-        f"test_per_example_k2_data-{d['content_sha256'][:8]}.h5" for d in (first, second)
+        f"test_per_example_k2_step{step}_data-{d['content_sha256'][:8]}.h5" for d in (first, second)
     )
     assert "evaluated on other data than the run trained on" in (run_dir / "eval.log").read_text()
 

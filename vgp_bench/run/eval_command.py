@@ -137,6 +137,7 @@ def evaluate_checkpoint(
                     with_diagnostics=True,
                     journal=journal,
                     trained_examples=trained,
+                    step=step,
                 )
         except EvaluationInterrupted:
             if journal is not None and journal.path.exists():

@@ -160,8 +160,11 @@ def evaluate_components(
     with_diagnostics: bool = False,
     journal: EvaluationJournal | None = None,
     trained_examples: int | None = None,
+    step: int | None = None,
 ) -> dict[str, Any]:
-    """IS log-likelihood and bound on a split, sharded over ranks; per-example file when asked.
+    """IS log-likelihood and bound on a split, sharded over ranks; per-example file when asked
+    (named after the split, S, the images, the parameters' `step` and the data; see
+    `per_example_name`).
 
     Returns an Evaluation's object. `with_diagnostics` (final evaluations) adds the VGP's
     auxiliary gap on the first `eval.aux_gap_examples` examples, within the budget of a run
@@ -221,18 +224,33 @@ def evaluate_components(
         )
         evaluation.update(gap)
     if eval_cfg.save_per_example and run_dir is not None and context.is_main:
-        path = run_dir / per_example_name(split_name, is_samples, parts.data.info)
+        path = run_dir / per_example_name(
+            split_name, is_samples, parts.data.info, subset=len(split) if subset else 0, step=step
+        )
         save_per_example(estimate, path)
         evaluation.per_example_file = path.name
     return evaluation.to_json()
 
 
-def per_example_name(split_name: str, is_samples: int, data_info: dict[str, Any]) -> str:
-    """`<split>_per_example_k<K>[_data-<8 hex>].h5`: the data's content digest, where it has one,
-    keeps evaluations of one run on two data files (a rebuilt file, say) apart."""
+def per_example_name(
+    split_name: str,
+    is_samples: int,
+    data_info: dict[str, Any],
+    subset: int = 0,
+    step: int | None = None,
+) -> str:
+    """`<split>_per_example_k<K>[_first<N>][_step<N>][_data-<8 hex>].h5`.
+
+    Every part that can differ between two evaluations of one run keeps their files apart: the
+    first N images of a subset, the training step of the evaluated parameters where the caller
+    names one (vgp-eval of best.pt against last.pt; a run's own final test is one per run and
+    has none), and the data file's content digest, where it has one (a rebuilt file, say).
+    """
+    first = f"_first{subset}" if subset else ""
+    at_step = f"_step{step}" if step is not None and step >= 0 else ""
     digest = data_info.get("content_sha256")
     tag = f"_data-{str(digest)[:8]}" if digest else ""
-    return f"{split_name}_per_example_k{is_samples}{tag}.h5"
+    return f"{split_name}_per_example_k{is_samples}{first}{at_step}{tag}.h5"
 
 
 AUX_GAP_MINIMUM = 20  # fewer examples than this: no auxiliary gap (its error would be noise)
