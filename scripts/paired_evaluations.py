@@ -13,36 +13,19 @@ so the per-example files themselves stay in the run folders.
 from __future__ import annotations
 
 import json
-import math
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
-import h5py
-
-from vgp_bench.run.metrics import Evaluation, RunRecord, read_record
-
-
-def per_example_nll(folder: Path, evaluation: Evaluation) -> list[float] | None:
-    """An evaluation's per-example -log p(x) from its file in the run folder, when the file
-    is there and was made with the evaluation's S and images (a later one may replace it)."""
-    name = evaluation.per_example_file
-    path = folder / str(name)
-    if not name or not path.is_file():
-        return None
-    with h5py.File(path, "r") as handle:
-        values = [-float(value) for value in handle["log_likelihood"][()]]
-        samples = handle.attrs.get("is_samples")
-    alike = samples is not None and int(samples) == evaluation.is_samples
-    return values if alike and len(values) == evaluation.n_examples else None
+from vgp_bench.analysis.paired import paired_difference, per_example_values
+from vgp_bench.run.metrics import RunRecord, read_record
 
 
 def run_pairs(folder: Path) -> list[dict[str, Any]]:
     """The paired differences of one run folder's evaluations (other data minus own data)."""
     record: RunRecord = read_record(folder / "metrics.json")
     evaluations = [e for e in record.evaluations or [] if e.run_steps == record.steps]
-    kept = {id(e): per_example_nll(folder, e) for e in evaluations}
+    kept = {id(e): per_example_values(folder, e) for e in evaluations}
     pairs = []
     for other in evaluations:
         if record.read_own_data(other) or kept[id(other)] is None:
@@ -58,15 +41,15 @@ def run_pairs(folder: Path) -> list[dict[str, Any]]:
         if not owns:
             continue
         own = owns[0]
-        differences = [b - a for a, b in zip(kept[id(own)], kept[id(other)], strict=True)]
+        difference, paired_se = paired_difference(kept[id(other)], kept[id(own)])
         pairs.append(
             {
                 "run": folder.name,
                 "own_file": own.per_example_file,
                 "other_file": other.per_example_file,
-                "n_examples": len(differences),
-                "difference": statistics.fmean(differences),
-                "paired_se": statistics.stdev(differences) / math.sqrt(len(differences)),
+                "n_examples": own.n_examples,
+                "difference": difference,
+                "paired_se": paired_se,
             }
         )
     return pairs

@@ -186,14 +186,10 @@ def difference(
     return a_mean - b_mean, math.hypot(a_se, b_se), per_seed
 
 
-def difference_cell(diff: float, se: float) -> str:
-    """+0.23 ± 0.16 (1.4 SE)."""
+def difference_cell(diff: float, se: float, digits: int = 2) -> str:
+    """+0.23 ± 0.16 (1.4 SE); the standard error with `digits` decimals."""
     ratio = abs(diff) / se
-    return (
-        f"{signed(diff)} ± {se:.2f} ({ratio:.1f} SE)"
-        if ratio < 10
-        else (f"{signed(diff)} ± {se:.2f} ({ratio:.0f} SE)")
-    )
+    return f"{signed(diff)} ± {se:.{digits}f} ({ratio:.{1 if ratio < 10 else 0}f} SE)"
 
 
 PAIRS = [
@@ -576,14 +572,32 @@ def convergence_table(study: str = C) -> str:
     return table(header, rows)
 
 
+def paired_cells(study: str, a: str, b: str, seeds: Sequence[int]) -> str:
+    """Each seed's IS difference a - b with its standard error paired over the test images, as
+    scripts/paired_differences.py computed it from the runs' per-example files."""
+    path = RESULTS / study / "paired_differences.json"
+    pairs = json.loads(path.read_text()) if path.is_file() else []
+    cells = []
+    for seed in seeds:
+        found = "— (no pair of per-example files)"  # not kept, or other test data or images
+        for pair in pairs:
+            sign = {(a, b): 1.0, (b, a): -1.0}.get((pair["first"], pair["second"]))
+            if sign is not None and pair["seed"] == seed:
+                nll = pair["nll"]
+                found = difference_cell(sign * nll["difference"], nll["paired_se"], digits=3)
+        cells.append(f"seed {seed}: {found}")
+    return "; ".join(cells)
+
+
 def convergence_differences_table(study: str = C) -> str:
     """Differences of the test means over the seeds both rows have, and whether they call for
-    more seeds (within 3 standard errors of zero)."""
+    more seeds (within 3 standard errors of zero); each seed's difference paired over the test
+    images besides."""
     rows = []
     for label, a, b in CONVERGENCE_PAIRS:
         seeds = sorted(set(tested_seeds(study, a)) & set(tested_seeds(study, b)))
         if not seeds:
-            rows.append([label, "—", "—", "—", "waiting for both rows"])
+            rows.append([label, "—", "—", "—", "—", "waiting for both rows"])
             continue
         is_diff, is_se, _ = difference(a, b, seeds, "nll", study)
         bound_diff, bound_se, _ = difference(a, b, seeds, "bound_nll", study)
@@ -596,11 +610,16 @@ def convergence_differences_table(study: str = C) -> str:
                 label,
                 ", ".join(map(str, seeds)),
                 difference_cell(is_diff, is_se),
+                paired_cells(study, a, b, seeds),
                 difference_cell(bound_diff, bound_se),
                 verdict,
             ]
         )
-    return table(["", "seeds", "-log p(x) (IS)", "-bound", "what the IS difference needs"], rows)
+    header = [
+        "", "seeds", "-log p(x) (IS)", "IS, paired over the test images", "-bound",
+        "what the IS difference needs",
+    ]  # fmt: skip
+    return table(header, rows)
 
 
 K = "calibration"

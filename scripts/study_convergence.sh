@@ -5,7 +5,8 @@
 # stopped improving: trainer.early_stopping with patience PATIENCE (50) epochs and min_delta
 # MIN_DELTA (0.5) nats (no epoch in the last 50 beat the bound of the last gain by 0.5 nats),
 # or the cap of CAP (1000) epochs. best.pt (the best validation bound) is tested once at the
-# end, S = 5000 on all 10,000 test images; nothing is chosen on the test set.
+# end, S = 5000 on all 10,000 test images, its per-example values kept in the run folder (the
+# report pairs two rows' differences over the test images); nothing is chosen on the test set.
 #
 #   scripts/study_convergence.sh train    # train every run not yet finished (resumes exactly)
 #   scripts/study_convergence.sh report   # results/convergence/: table (md, csv), curves, configs,
@@ -25,6 +26,9 @@ source "$(dirname "$0")/common.sh"
 study_setup convergence
 stopping="trainer.early_stopping.patience=${PATIENCE:-50}"
 stopping+=" trainer.early_stopping.min_delta=${MIN_DELTA:-0.5} trainer.epochs=${CAP:-1000}"
+# each test keeps its per-example values, so that two rows' difference is also measured paired
+# over the test images (report: paired_differences.json)
+stopping+=" eval.save_per_example=true"
 
 # name | overrides, in the order they train: dlgm2's paper form and its twin first (the longest,
 # and the question the last study left open), then dlgm1
@@ -45,6 +49,7 @@ train() { runs | select_runs | train_runs $stopping "data_dir=$data_dir"; }
 
 report() {
   collect_and_report dlgm "$results_dir"
+  run_python scripts/paired_differences.py "$study_dir" "$results_dir/paired_differences.json"
   run_python scripts/study_progress.py "$results_dir/runs" --epochs 1,10,25,50,100,200,300,500,1000 \
     >"$results_dir/progress.md"
   run_python scripts/results_readme.py  # every results README's tables, from results/

@@ -27,6 +27,7 @@ from typing import Any
 
 import h5py
 import numpy as np
+import pytest
 
 from tests.helpers import load_script
 
@@ -330,6 +331,59 @@ def test_a_run_tested_on_two_data_files_gets_the_paired_difference(
         "`burda_dlgm1_vae_format1_s0`", "20", "4", "5000", "format 1", "87.75 ± 0.80",
         "format 2, c0ffee00", "86.90 ± 0.80", "-0.85", f"{paired:.3f}",
     ]  # fmt: skip
+
+
+def test_two_rows_of_one_seed_get_their_difference_paired_over_the_test_images(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """scripts/paired_differences.py pairs the tests of two rows of one seed on the same data,
+    images and S (not a test of other data, nor one whose file was not kept); the differences
+    table shows it beside the unpaired difference, with the sign of the table's pair."""
+    module = script()
+    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    runs = tmp_path / "convergence" / "runs"
+    history = [{"epoch": 1, "valid_bound": -90.0}]
+    values = {
+        "dlgm1_vae_s0": [88.0, 90.0, 86.0, 87.0],
+        "dlgm1_vgp_default_s0": [87.5, 89.0, 85.9, 86.2],
+        "dlgm1_vgp_linear_s0": [87.0, 89.0, 85.0, 86.0],  # tested on other data
+        "dlgm2_vae_s0": [90.0, 91.0, 92.0, 93.0],  # its file not kept
+    }
+    for run, nll in values.items():
+        test = evaluation_record(statistics.fmean(nll), (0.8, 0.9), 4.0, 4, 5000)
+        if run != "dlgm2_vae_s0":
+            test["per_example_file"] = "test_per_example_k5000.h5"
+        write_run(runs / run, "finished", history, 10, test)
+        record = json.loads((runs / run / "metrics.json").read_text())
+        other_data = {**FORMAT_2, "content_sha256": "0" * 64}
+        record["dataset"] = other_data if run == "dlgm1_vgp_linear_s0" else FORMAT_2
+        (runs / run / "metrics.json").write_text(json.dumps(record))
+        per_example_file(runs / run, "test_per_example_k5000.h5", nll)
+    out = tmp_path / "convergence" / "paired_differences.json"
+    assert load_script("paired_differences").main([str(runs), str(out)]) == 0
+    (pair,) = json.loads(out.read_text())
+    assert (pair["first"], pair["second"], pair["seed"]) == ("dlgm1_vae", "dlgm1_vgp_default", 0)
+    differences = [
+        a - b for a, b in zip(values["dlgm1_vae_s0"], values["dlgm1_vgp_default_s0"], strict=True)
+    ]
+    paired = statistics.stdev(differences) / math.sqrt(4)
+    assert pair["nll"]["difference"] == pytest.approx(statistics.fmean(differences))
+    assert pair["nll"]["paired_se"] == pytest.approx(paired)
+    assert pair["bound_nll"]["difference"] == pytest.approx(statistics.fmean(differences))
+    table = module.convergence_differences_table()
+    cells = next(
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in table.splitlines()
+        if line.startswith("| dlgm1: VAE - the default VGP")
+    )
+    unpaired = module.difference_cell(statistics.fmean(differences), math.hypot(0.8, 0.8))
+    assert cells[1:4] == [
+        "0",
+        unpaired,
+        "seed 0: " + module.difference_cell(statistics.fmean(differences), paired, digits=3),
+    ]
+    control = next(line for line in table.splitlines() if line.startswith("| dlgm1: control"))
+    assert "seed 0: — (no pair of per-example files)" in control
 
 
 def draw_run(folder: Path, status: str, epochs: int, test: tuple[float, int, int] | None) -> None:

@@ -1,0 +1,45 @@
+"""Differences paired over test images, from the per-example files evaluations keep.
+
+Two evaluations of the same test images (the same binary draw, the same S) share the images'
+difficulty, so the standard error of their difference over the images' differences is far
+smaller than the two standard errors combined. Torch-free: the results scripts read it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+import h5py
+
+from vgp_bench.run.metrics import Evaluation
+
+# the per-example file's datasets, as -log p(x) and -bound
+PER_EXAMPLE_KEYS = {"nll": "log_likelihood", "bound_nll": "bound"}
+
+
+def per_example_values(
+    folder: Path, evaluation: Evaluation, key: str = "nll"
+) -> list[float] | None:
+    """An evaluation's per-example `key` (nll or bound_nll) from its file in the run folder,
+    when the file is there and was made with the evaluation's S and images (a later one may
+    replace it); None otherwise."""
+    name = evaluation.per_example_file
+    path = folder / str(name)
+    if not name or not path.is_file():
+        return None
+    with h5py.File(path, "r") as handle:
+        values = [-float(value) for value in handle[PER_EXAMPLE_KEYS[key]][()]]
+        samples = handle.attrs.get("is_samples")
+    alike = samples is not None and int(samples) == evaluation.is_samples
+    return values if alike and len(values) == evaluation.n_examples else None
+
+
+def paired_difference(first: Sequence[float], second: Sequence[float]) -> tuple[float, float]:
+    """Mean of `first - second` over the images and its standard error over their differences."""
+    differences = [a - b for a, b in zip(first, second, strict=True)]
+    return statistics.fmean(differences), statistics.stdev(differences) / math.sqrt(
+        len(differences)
+    )
