@@ -2,7 +2,11 @@
 """Where each run of a study stands, from its metrics.json: a markdown table for the study's
 README while runs are still training (the finished rows' numbers are vgp-report's table).
 
-    python scripts/study_progress.py RESULTS_RUNS_DIR [--every N] > progress.md
+    python scripts/study_progress.py RUNS_DIR [--epochs E1,E2,...] [--window W] > progress.md
+
+The status table's "best gain" is how much the best validation bound rose over the last W
+epochs (default 50): the early-stopping studies stop a run once it stays below their
+min_delta for their patience of W epochs.
 """
 
 from __future__ import annotations
@@ -36,11 +40,20 @@ def best_valid(history: list[dict[str, Any]]) -> tuple[float | None, int | None]
     return bound, epoch
 
 
-def status_table(runs: list[tuple[str, dict[str, Any]]]) -> list[str]:
+def best_gain(history: list[dict[str, Any]], window: int) -> float | None:
+    """How much the best validation bound rose over the last `window` epochs (None before
+    there are that many)."""
+    bounds = [entry["valid_bound"] for entry in history if "valid_bound" in entry]
+    if len(bounds) <= window:
+        return None
+    return max(bounds) - max(bounds[:-window])
+
+
+def status_table(runs: list[tuple[str, dict[str, Any]]], window: int = 50) -> list[str]:
     lines = [
         "| run | status | epochs | steps | hours | latest valid bound | best valid bound "
-        "(epoch) | stop | test -log p(x) / -bound |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"(epoch) | best gain, last {window} epochs | stop | test -log p(x) / -bound |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, metrics in runs:
         history = metrics.get("history") or []
@@ -56,7 +69,8 @@ def status_table(runs: list[tuple[str, dict[str, Any]]]) -> list[str]:
         lines.append(
             f"| {name} | {metrics.get('status')} | {metrics.get('epochs_completed')} | "
             f"{metrics.get('steps')} | {number((metrics.get('wall_time_s') or 0) / 3600, 1)} | "
-            f"{number(latest)} | {number(best)} ({epoch}) | {metrics.get('stop_reason') or '—'} | "
+            f"{number(latest)} | {number(best)} ({epoch}) | {number(best_gain(history, window))} | "
+            f"{metrics.get('stop_reason') or '—'} | "
             f"{tested} |"
         )
     return lines
@@ -79,10 +93,13 @@ def main() -> None:
         "--epochs", default="1,4,13,40,121,364,1093,3280",
         help="comma-separated epochs for the validation-bound table",
     )  # fmt: skip
+    parser.add_argument(
+        "--window", type=int, default=50, help="epochs over which the best bound's gain is shown"
+    )
     args = parser.parse_args()
     runs = load_runs(args.runs)
     epochs = [int(e) for e in args.epochs.split(",") if e]
-    print("\n".join(status_table(runs)))
+    print("\n".join(status_table(runs, args.window)))
     print()
     print("Validation bound (nats, higher is better) after epoch:")
     print()
