@@ -1,13 +1,13 @@
 """Differences between the runs of a study, paired over the test images.
 
-For each seed, each two runs `<row>_s<seed>` of STUDY_DIR whose tests (the evaluation the
-report uses: vgp-report's most precise current test evaluation) kept their per-example files
-(`eval.save_per_example=true`), read the same data and tested the same images with the same
-S: the difference first - second of -log p(x) and of -bound, and its standard error over the
-images' differences, go to OUT (JSON), which the results READMEs read; the per-example files
-themselves stay in the run folders. Seeds differ in more than the test images, so a paired
-standard error says how precisely one seed's difference is measured, not how much it would
-change with another seed.
+For each seed, each two runs `<row>_s<seed>` of STUDY_DIR, and each two of their current test
+evaluations (the end-of-training test and vgp-eval's, while the run has not trained past them)
+that read the same data and tested the same images with the same S, both with their
+per-example files kept (`eval.save_per_example=true`): the difference first - second of
+-log p(x) and of -bound, and its standard error over the images' differences, go to OUT
+(JSON), which the results READMEs read; the per-example files themselves stay in the run
+folders. Seeds differ in more than the test images, so a paired standard error says how
+precisely one seed's difference is measured, not how much it would change with another seed.
 
     .venv/bin/python scripts/paired_differences.py outputs/studies/convergence \
         results/convergence/paired_differences.json
@@ -23,27 +23,23 @@ from pathlib import Path
 from typing import Any
 
 from vgp_bench.analysis.paired import PER_EXAMPLE_KEYS, paired_difference, per_example_values
-from vgp_bench.analysis.report.runs import chosen_evaluation
+from vgp_bench.analysis.report.runs import current_test_evaluations
 from vgp_bench.data_identity import data_changes
 from vgp_bench.run.metrics import Evaluation, RunRecord, read_record
 
 RUN_NAME = re.compile(r"(?P<row>.+)_s(?P<seed>\d+)")
 
 
-TestedRun = tuple[Path, RunRecord, Evaluation]
-
-
-def tested_runs(study_dir: Path) -> dict[tuple[str, int], TestedRun]:
-    """`(row, seed) -> (folder, record, test)` of each run folder with a test evaluation."""
+def current_tests(study_dir: Path) -> dict[tuple[str, int], tuple[Path, RunRecord]]:
+    """`(row, seed) -> (folder, record)` of each run folder with a current test evaluation."""
     runs = {}
     for folder in sorted(study_dir.iterdir()):
         match = RUN_NAME.fullmatch(folder.name)
         if match is None or not (folder / "metrics.json").is_file():
             continue
         record = read_record(folder / "metrics.json")
-        test = chosen_evaluation(record.to_json())
-        if test is not None:
-            runs[(match["row"], int(match["seed"]))] = (folder, record, Evaluation(test))
+        if current_test_evaluations(record):
+            runs[(match["row"], int(match["seed"]))] = (folder, record)
     return runs
 
 
@@ -54,9 +50,9 @@ def read_data(record: RunRecord, test: Evaluation) -> dict[str, Any]:
     return record.dataset.to_json() if record.dataset is not None else {}
 
 
-def same_test(first: TestedRun, second: TestedRun) -> bool:
+def same_test(first: tuple[RunRecord, Evaluation], second: tuple[RunRecord, Evaluation]) -> bool:
     """Whether two runs' tests read the same data, images and S."""
-    (_, first_record, a), (_, second_record, b) = first, second
+    (first_record, a), (second_record, b) = first, second
     data_a, data_b = read_data(first_record, a), read_data(second_record, b)
     return (
         (a.n_examples, a.is_samples, a.subset) == (b.n_examples, b.is_samples, b.subset)
@@ -65,34 +61,48 @@ def same_test(first: TestedRun, second: TestedRun) -> bool:
     )
 
 
+def test_pairs(first: tuple[Path, RunRecord], second: tuple[Path, RunRecord]) -> list[dict]:
+    """The paired differences of two runs' current test evaluations of the same data, images
+    and S whose per-example files were both kept."""
+    (first_dir, first_record), (second_dir, second_record) = first, second
+    pairs = []
+    for a in current_test_evaluations(first_record):
+        for b in current_test_evaluations(second_record):
+            if not same_test((first_record, a), (second_record, b)):
+                continue
+            pair: dict[str, Any] = {
+                "n_examples": a.n_examples,
+                "is_samples": a.is_samples,
+                "files": [a.per_example_file, b.per_example_file],
+            }
+            for key in PER_EXAMPLE_KEYS:
+                values = (
+                    per_example_values(first_dir, a, key),
+                    per_example_values(second_dir, b, key),
+                )
+                if values[0] is None or values[1] is None:
+                    break
+                difference, paired_se = paired_difference(*values)
+                pair[key] = {"difference": difference, "paired_se": paired_se}
+            else:
+                pairs.append(pair)
+    return pairs
+
+
 def study_pairs(study_dir: Path) -> list[dict[str, Any]]:
-    """Every paired difference of the study: two rows, one seed, both tests' files kept."""
-    runs = tested_runs(study_dir)
+    """Every paired difference of the study: two rows, one seed, tests of the same images and
+    S with both per-example files kept."""
+    runs = current_tests(study_dir)
     pairs = []
     for (first_key, first), (second_key, second) in itertools.combinations(
         sorted(runs.items(), key=lambda item: item[0]), 2
     ):
-        if first_key[1] != second_key[1] or not same_test(first, second):
+        if first_key[1] != second_key[1]:
             continue
-        (first_dir, _, first_test), (second_dir, _, second_test) = first, second
-        pair: dict[str, Any] = {
-            "first": first_key[0],
-            "second": second_key[0],
-            "seed": first_key[1],
-            "n_examples": first_test.n_examples,
-            "is_samples": first_test.is_samples,
-        }
-        for key in PER_EXAMPLE_KEYS:
-            values = (
-                per_example_values(first_dir, first_test, key),
-                per_example_values(second_dir, second_test, key),
+        for pair in test_pairs(first, second):
+            pairs.append(
+                {"first": first_key[0], "second": second_key[0], "seed": first_key[1], **pair}
             )
-            if values[0] is None or values[1] is None:
-                break
-            difference, paired_se = paired_difference(*values)
-            pair[key] = {"difference": difference, "paired_se": paired_se}
-        else:
-            pairs.append(pair)
     return pairs
 
 

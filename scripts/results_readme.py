@@ -572,20 +572,37 @@ def convergence_table(study: str = C) -> str:
     return table(header, rows)
 
 
-def paired_cells(study: str, a: str, b: str, seeds: Sequence[int]) -> str:
-    """Each seed's IS difference a - b with its standard error paired over the test images, as
-    scripts/paired_differences.py computed it from the runs' per-example files."""
+NO_PAIR = "— (no pair of per-example files)"  # not kept, or other test data or images
+
+
+def paired_cell(study: str, a: str, b: str, seed: int, test: dict[str, Any], key: str) -> str:
+    """Row `a` minus row `b` of one seed, for tests of `test`'s images and S, with its standard
+    error paired over the test images, as scripts/paired_differences.py computed it from the
+    runs' per-example files."""
     path = RESULTS / study / "paired_differences.json"
-    pairs = json.loads(path.read_text()) if path.is_file() else []
+    for pair in json.loads(path.read_text()) if path.is_file() else []:
+        sign = {(a, b): 1.0, (b, a): -1.0}.get((pair["first"], pair["second"]))
+        size = (pair["n_examples"], pair["is_samples"])
+        if (
+            sign is not None
+            and pair["seed"] == seed
+            and size
+            == (
+                test["n_examples"],
+                test["is_samples"],
+            )
+        ):
+            paired = pair[key]
+            return difference_cell(sign * paired["difference"], paired["paired_se"], digits=3)
+    return NO_PAIR
+
+
+def paired_cells(study: str, a: str, b: str, seeds: Sequence[int]) -> str:
+    """Each seed's IS difference a - b paired over the test images of its tests."""
     cells = []
     for seed in seeds:
-        found = "— (no pair of per-example files)"  # not kept, or other test data or images
-        for pair in pairs:
-            sign = {(a, b): 1.0, (b, a): -1.0}.get((pair["first"], pair["second"]))
-            if sign is not None and pair["seed"] == seed:
-                nll = pair["nll"]
-                found = difference_cell(sign * nll["difference"], nll["paired_se"], digits=3)
-        cells.append(f"seed {seed}: {found}")
+        test = test_of(study, f"{a}_s{seed}")
+        cells.append(f"seed {seed}: {paired_cell(study, a, b, seed, test, 'nll')}")
     return "; ".join(cells)
 
 
@@ -837,31 +854,37 @@ def common_evaluations(
 
 def draw_differences_table(study: str = D) -> str:
     """The VAE against each VGP form at equal epochs, on the same number of test images and
-    S, the most precise evaluation both have (the standard error: both estimates' over the
-    test images, unpaired)."""
+    S, the most precise evaluation both have: the standard error of both estimates over the
+    test images (unpaired), and paired over the images where both per-example files were
+    kept."""
     rows = []
     vae_run = DRAW_RUNS[0][1]
     for label, run, _ in DRAW_RUNS[1:]:
         name = f"VAE - {label.removeprefix('DRAW + ')}"
         records = [load(study, r) if has_run(study, r) else {} for r in (vae_run, run)]
         if any(record.get("status") != "finished" for record in records):
-            rows.append([name, "—", "—", "—", "waiting for both rows"])
+            rows.append([name, "—", "—", "—", "—", "waiting for both rows"])
             continue
         if records[0]["epochs_completed"] != records[1]["epochs_completed"]:
-            rows.append([name, "—", "—", "—", "not comparable: other epochs"])
+            rows.append([name, "—", "—", "—", "—", "not comparable: other epochs"])
             continue
         pair = common_evaluations(*records)
         if pair is None:
-            rows.append([name, "—", "—", "—", "not comparable: no test on the same images and S"])
+            why = "not comparable: no test on the same images and S"
+            rows.append([name, "—", "—", "—", "—", why])
             continue
         vae, vgp = pair
         cells: list[object] = [name, records[0]["epochs_completed"]]
         for key in ("nll", "bound_nll"):
             se = math.hypot(vae[f"{key}_stderr"], vgp[f"{key}_stderr"])
             cells.append(difference_cell(vae[key] - vgp[key], se))
+        seed = int(records[0].get("seed", 0))
+        rows_of = (vae_run.rsplit("_s", 1)[0], run.rsplit("_s", 1)[0])
+        cells.insert(3, paired_cell(study, *rows_of, seed, vae, "nll"))
         cells.append(f"{vae['n_examples']} images, S = {vae['is_samples']}")
         rows.append(cells)
-    return table(["", "epochs", "-log p(x) (IS)", "-bound", "on"], rows)
+    header = ["", "epochs", "-log p(x) (IS)", "IS, paired over the test images", "-bound", "on"]
+    return table(header, rows)
 
 
 TABLES: dict[str, Callable[[], str]] = {

@@ -27,6 +27,9 @@ source "$(dirname "$0")/common.sh"
 study_setup draw
 budget="trainer.epochs=${EPOCHS:-10} eval.is_samples=${SAMPLES:-1000} eval.subset=${TEST_IMAGES:-1000}"
 budget+=" eval.aux_gap_examples=${AUX_GAP_EXAMPLES:-100} trainer.image_every=1"
+# every test keeps its per-example values: the report pairs the families' difference over the
+# test images (paired_differences.json)
+budget+=" eval.save_per_example=true"
 # 10 images x 100 samples a forward pass on the CPU: 1.2 (VAE) and 1.1 (VGP) times as fast as
 # the configs' 100 x 100, whose [10000, 1024] LSTM states leave the cache (one thread, measured
 # with nothing else running; a GPU wants the larger batch); the estimates are the same in law
@@ -69,13 +72,15 @@ test_all() {
     fi
     echo "study: testing $name on the whole test set, S = ${SAMPLES:-1000}"
     run_tool vgp-eval vgp_bench.run.eval_command "checkpoint=$folder/checkpoints/last.pt" \
-      "eval.is_samples=${SAMPLES:-1000}" eval.subset=null "$cpu_eval" "data_dir=$data_dir" \
+      "eval.is_samples=${SAMPLES:-1000}" eval.subset=null eval.save_per_example=true "$cpu_eval" \
+      "data_dir=$data_dir" \
       </dev/null >>"$folder.test.log" 2>&1 || echo "study: testing $name stopped (see $folder.test.log)"
   done < <(runs | select_runs)
 }
 
 report() {
   collect_and_report draw_ "$results_dir"
+  run_python scripts/paired_differences.py "$study_dir" "$results_dir/paired_differences.json"
   local folder name figure
   for folder in "$study_dir"/draw_*/; do
     name=$(basename "$folder")

@@ -418,9 +418,10 @@ def test_the_draw_tables_compare_the_families_only_at_equal_epochs_images_and_sa
     assert "training, epoch 3" in paper and paper.endswith("| 79.88 |")
     differences = module.draw_differences_table("draw-a")
     se = math.hypot(0.3, 0.3)
-    expected = f"| VAE - VGP, the default | 10 | {module.difference_cell(1.5, se)} |"
+    cell = module.difference_cell(1.5, se)
+    expected = f"| VAE - VGP, the default | 10 | {cell} | {module.NO_PAIR} |"
     assert expected in differences and "10000 images, S = 1000" in differences
-    assert "| VAE - VGP, the paper's form | — | — | — | waiting for both rows |" in differences
+    assert "| VAE - VGP, the paper's form | — | — | — | — | waiting for both rows |" in differences
 
     runs = tmp_path / "draw-b" / "runs"  # the VAE tested on all images too, the VGP not yet
     draw_run(runs / "draw_vae_s0", "finished", 10, (95.0, 1000, 1000))
@@ -429,10 +430,28 @@ def test_the_draw_tables_compare_the_families_only_at_equal_epochs_images_and_sa
     record["evaluations"] = [whole]
     (runs / "draw_vae_s0" / "metrics.json").write_text(json.dumps(record))
     draw_run(runs / "draw_vgp_default_s0", "finished", 10, (93.5, 1000, 1000))
+    # the common test's per-example files kept: its difference paired over the images too
+    nll = {"draw_vae_s0": [95.0, 96.0, 94.5, 94.5], "draw_vgp_default_s0": [93.5, 94.1, 93.2, 93.2]}
+    for run, values in nll.items():
+        record = json.loads((runs / run / "metrics.json").read_text())
+        record["test"]["per_example_file"] = "test_per_example_k1000_first1000.h5"
+        record["test"]["n_examples"] = 4  # as many as the files hold
+        (runs / run / "metrics.json").write_text(json.dumps(record))
+        per_example_file(runs / run, "test_per_example_k1000_first1000.h5", values)
+        with h5py.File(runs / run / "test_per_example_k1000_first1000.h5", "a") as handle:
+            handle.attrs["is_samples"] = 1000
     assert "94.00 ± 0.30" in module.draw_table("draw-b")  # the VAE's most precise test
+    out = tmp_path / "draw-b" / "paired_differences.json"
+    assert load_script("paired_differences").main([str(runs), str(out)]) == 0
     differences = module.draw_differences_table("draw-b")
-    expected = f"| VAE - VGP, the default | 10 | {module.difference_cell(1.5, se)} |"
-    assert expected in differences and "1000 images, S = 1000" in differences
+    paired = [a - b for a, b in zip(*nll.values(), strict=True)]
+    paired_cell = module.difference_cell(
+        statistics.fmean(paired), statistics.stdev(paired) / 2, digits=3
+    )
+    expected = (
+        f"| VAE - VGP, the default | 10 | {module.difference_cell(1.5, se)} | {paired_cell} |"
+    )
+    assert expected in differences and "4 images, S = 1000" in differences
     assert "| DRAW + VGP, the paper's form | not run (PAPER=1) |" in module.draw_table("draw-b")
 
     runs = tmp_path / "draw-c" / "runs"
