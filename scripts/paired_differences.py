@@ -32,8 +32,8 @@ RUN_NAME = re.compile(r"(?P<row>.+)_s(?P<seed>\d+)")
 
 def current_tests(study_dir: Path) -> dict[tuple[str, int], tuple[Path, RunRecord]]:
     """`(row, seed) -> (folder, record)` of each run folder with a current test evaluation."""
-    runs = {}
-    for folder in sorted(study_dir.iterdir()):
+    runs: dict[tuple[str, int], tuple[Path, RunRecord]] = {}
+    for folder in sorted(study_dir.iterdir()) if study_dir.is_dir() else []:
         match = RUN_NAME.fullmatch(folder.name)
         if match is None or not (folder / "metrics.json").is_file():
             continue
@@ -54,8 +54,9 @@ def same_test(first: tuple[RunRecord, Evaluation], second: tuple[RunRecord, Eval
     """Whether two runs' tests read the same data, images and S."""
     (first_record, a), (second_record, b) = first, second
     data_a, data_b = read_data(first_record, a), read_data(second_record, b)
+    # a test of N images reads the split's first N (eval.subset, or all of them)
     return (
-        (a.n_examples, a.is_samples, a.subset) == (b.n_examples, b.is_samples, b.subset)
+        (a.n_examples, a.is_samples) == (b.n_examples, b.is_samples)
         and not data_changes(data_a, data_b)
         and not data_changes(data_b, data_a)
     )
@@ -107,7 +108,11 @@ def study_pairs(study_dir: Path) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    study_dir, out = (Path(arg) for arg in (argv or sys.argv[1:]))
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: paired_differences.py STUDY_DIR OUT.json", file=sys.stderr)
+        return 2
+    study_dir, out = (Path(arg) for arg in args)
     pairs = study_pairs(study_dir)
     out.write_text(json.dumps(pairs, indent=1) + "\n")
     print(f"{out}: {len(pairs)} paired difference(s)")

@@ -187,7 +187,10 @@ def difference(
 
 
 def difference_cell(diff: float, se: float, digits: int = 2) -> str:
-    """+0.23 ± 0.16 (1.4 SE); the standard error with `digits` decimals."""
+    """+0.23 ± 0.16 (1.4 SE); the standard error with `digits` decimals (no ratio where the
+    standard error is zero or not a number)."""
+    if not (se > 0 and math.isfinite(se)):
+        return f"{signed(diff)} ± {se:.{digits}f}"
     ratio = abs(diff) / se
     return f"{signed(diff)} ± {se:.{digits}f} ({ratio:.{1 if ratio < 10 else 0}f} SE)"
 
@@ -575,25 +578,25 @@ def convergence_table(study: str = C) -> str:
 NO_PAIR = "— (no pair of per-example files)"  # not kept, or other test data or images
 
 
-def paired_cell(study: str, a: str, b: str, seed: int, test: dict[str, Any], key: str) -> str:
-    """Row `a` minus row `b` of one seed, for tests of `test`'s images and S, with its standard
-    error paired over the test images, as scripts/paired_differences.py computed it from the
-    runs' per-example files."""
+def paired_cell(
+    study: str, rows: tuple[str, str], seed: int, tests: tuple[dict, dict], key: str
+) -> str:
+    """Row a minus row b (`rows`) of one seed, between the two evaluations `tests` (the ones
+    the table's unpaired difference uses), with its standard error paired over the test
+    images, as scripts/paired_differences.py computed it from their per-example files."""
     path = RESULTS / study / "paired_differences.json"
+    files = [test.get("per_example_file") for test in tests]
     for pair in json.loads(path.read_text()) if path.is_file() else []:
-        sign = {(a, b): 1.0, (b, a): -1.0}.get((pair["first"], pair["second"]))
-        size = (pair["n_examples"], pair["is_samples"])
-        if (
-            sign is not None
-            and pair["seed"] == seed
-            and size
-            == (
-                test["n_examples"],
-                test["is_samples"],
-            )
-        ):
-            paired = pair[key]
-            return difference_cell(sign * paired["difference"], paired["paired_se"], digits=3)
+        if pair["seed"] != seed or key not in pair:
+            continue
+        if [pair["first"], pair["second"]] == list(rows) and pair["files"] == files:
+            sign = 1.0
+        elif [pair["second"], pair["first"]] == list(rows) and pair["files"] == files[::-1]:
+            sign = -1.0
+        else:
+            continue
+        paired = pair[key]
+        return difference_cell(sign * paired["difference"], paired["paired_se"], digits=3)
     return NO_PAIR
 
 
@@ -601,8 +604,8 @@ def paired_cells(study: str, a: str, b: str, seeds: Sequence[int]) -> str:
     """Each seed's IS difference a - b paired over the test images of its tests."""
     cells = []
     for seed in seeds:
-        test = test_of(study, f"{a}_s{seed}")
-        cells.append(f"seed {seed}: {paired_cell(study, a, b, seed, test, 'nll')}")
+        tests = (test_of(study, f"{a}_s{seed}"), test_of(study, f"{b}_s{seed}"))
+        cells.append(f"seed {seed}: {paired_cell(study, (a, b), seed, tests, 'nll')}")
     return "; ".join(cells)
 
 
@@ -880,7 +883,7 @@ def draw_differences_table(study: str = D) -> str:
             cells.append(difference_cell(vae[key] - vgp[key], se))
         seed = int(records[0].get("seed", 0))
         rows_of = (vae_run.rsplit("_s", 1)[0], run.rsplit("_s", 1)[0])
-        cells.insert(3, paired_cell(study, *rows_of, seed, vae, "nll"))
+        cells.insert(3, paired_cell(study, rows_of, seed, (vae, vgp), "nll"))
         cells.append(f"{vae['n_examples']} images, S = {vae['is_samples']}")
         rows.append(cells)
     header = ["", "epochs", "-log p(x) (IS)", "IS, paired over the test images", "-bound", "on"]

@@ -2,11 +2,13 @@
 """Where each run of a study stands, from its metrics.json: a markdown table for the study's
 README while runs are still training (the finished rows' numbers are vgp-report's table).
 
-    python scripts/study_progress.py RUNS_DIR [--epochs E1,E2,...] [--window W] > progress.md
+    python scripts/study_progress.py RUNS_DIR [--epochs E1,E2,...]
+        [--early-stopping PATIENCE,MIN_DELTA] > progress.md
 
-The status table's "best gain" is how much the best validation bound rose over the last W
-epochs (default 50): the early-stopping studies stop a run once it stays below their
-min_delta for their patience of W epochs.
+With --early-stopping (a study whose runs stop early), the status table says how many epochs
+in a row each run has gone without gaining MIN_DELTA over the bound of its last gain, out of
+PATIENCE: the trainer's own rule (vgp_bench/run/early_stopping.py), replayed on the run's
+validation curve.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ import json
 import math
 from pathlib import Path
 from typing import Any
+
+from vgp_bench.run.checkpoint import RunState
+from vgp_bench.run.early_stopping import EarlyStopping
 
 
 def load_runs(folder: Path) -> list[tuple[str, dict[str, Any]]]:
@@ -40,21 +45,32 @@ def best_valid(history: list[dict[str, Any]]) -> tuple[float | None, int | None]
     return bound, epoch
 
 
-def best_gain(history: list[dict[str, Any]], window: int) -> float | None:
-    """How much the best validation bound rose over the last `window` epochs (None before
-    there are that many)."""
-    bounds = [entry["valid_bound"] for entry in history if "valid_bound" in entry]
-    if len(bounds) <= window:
-        return None
-    return max(bounds) - max(bounds[:-window])
+def epochs_without_gain(history: list[dict[str, Any]], min_delta: float) -> int:
+    """Epochs in a row, up to the last, whose validation bound did not beat the bound of the
+    last epoch that gained by more than `min_delta` (trainer.early_stopping's counter)."""
+    state = RunState()
+    rule = EarlyStopping(patience=None, min_delta=min_delta)
+    for entry in history:
+        bound = entry.get("valid_bound")
+        rule.observe(state, math.nan if bound is None else float(bound))
+    return state.epochs_without_gain
 
 
-def status_table(runs: list[tuple[str, dict[str, Any]]], window: int = 50) -> list[str]:
-    lines = [
-        "| run | status | epochs | steps | hours | latest valid bound | best valid bound "
-        f"(epoch) | best gain, last {window} epochs | stop | test -log p(x) / -bound |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
+def status_table(
+    runs: list[tuple[str, dict[str, Any]]], early_stopping: tuple[int, float] | None = None
+) -> list[str]:
+    """A row per run: its status, epochs, steps, hours, validation bounds, where its early
+    stopping stands (with `early_stopping` = (patience, min_delta)) and its test."""
+    stopping = (
+        [f"epochs without a gain of {early_stopping[1]:g} (of {early_stopping[0]})"]
+        if early_stopping
+        else []
+    )
+    header = [
+        "run", "status", "epochs", "steps", "hours", "latest valid bound",
+        "best valid bound (epoch)", *stopping, "stop", "test -log p(x) / -bound",
+    ]  # fmt: skip
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, metrics in runs:
         history = metrics.get("history") or []
         latest = history[-1].get("valid_bound") if history else None
@@ -66,13 +82,14 @@ def status_table(runs: list[tuple[str, dict[str, Any]]], window: int = 50) -> li
             if test
             else "—"
         )
-        lines.append(
-            f"| {name} | {metrics.get('status')} | {metrics.get('epochs_completed')} | "
-            f"{metrics.get('steps')} | {number((metrics.get('wall_time_s') or 0) / 3600, 1)} | "
-            f"{number(latest)} | {number(best)} ({epoch}) | {number(best_gain(history, window))} | "
-            f"{metrics.get('stop_reason') or '—'} | "
-            f"{tested} |"
-        )
+        counter = [str(epochs_without_gain(history, early_stopping[1]))] if early_stopping else []
+        cells = [
+            name, str(metrics.get("status")), str(metrics.get("epochs_completed")),
+            str(metrics.get("steps")), number((metrics.get("wall_time_s") or 0) / 3600, 1),
+            number(latest), f"{number(best)} ({epoch})", *counter,
+            metrics.get("stop_reason") or "—", tested,
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
@@ -94,12 +111,17 @@ def main() -> None:
         help="comma-separated epochs for the validation-bound table",
     )  # fmt: skip
     parser.add_argument(
-        "--window", type=int, default=50, help="epochs over which the best bound's gain is shown"
-    )
+        "--early-stopping", metavar="PATIENCE,MIN_DELTA",
+        help="the study's trainer.early_stopping: show each run's epochs without a gain",
+    )  # fmt: skip
     args = parser.parse_args()
     runs = load_runs(args.runs)
     epochs = [int(e) for e in args.epochs.split(",") if e]
-    print("\n".join(status_table(runs, args.window)))
+    early_stopping = None
+    if args.early_stopping:
+        patience, min_delta = args.early_stopping.split(",")
+        early_stopping = (int(patience), float(min_delta))
+    print("\n".join(status_table(runs, early_stopping)))
     print()
     print("Validation bound (nats, higher is better) after epoch:")
     print()

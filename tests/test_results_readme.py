@@ -279,12 +279,20 @@ def test_the_calibration_table_measures_each_run_against_the_anchor(
     assert "no run evaluated on other data yet" in module.calibration_data_table("calibration-b")
 
 
-def per_example_file(folder: Path, name: str, nll: list[float]) -> None:
-    """A per-example file as vgp-eval writes it (log-likelihoods, bounds)."""
+def per_example_file(
+    folder: Path,
+    name: str,
+    nll: list[float],
+    bound_nll: list[float] | None = None,
+    samples: int = 5000,
+) -> None:
+    """A per-example file as vgp-eval writes it (log-likelihoods, bounds: 4 nats below the
+    log-likelihoods unless given, as -bound)."""
+    bound = np.asarray(nll) + 4.0 if bound_nll is None else np.asarray(bound_nll)
     with h5py.File(folder / name, "w") as handle:
         handle.create_dataset("log_likelihood", data=-np.asarray(nll))
-        handle.create_dataset("bound", data=-np.asarray(nll) - 4.0)
-        handle.attrs["is_samples"] = 5000
+        handle.create_dataset("bound", data=-bound)
+        handle.attrs["is_samples"] = samples
 
 
 def test_a_run_tested_on_two_data_files_gets_the_paired_difference(
@@ -337,53 +345,93 @@ def test_two_rows_of_one_seed_get_their_difference_paired_over_the_test_images(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
     """scripts/paired_differences.py pairs the tests of two rows of one seed on the same data,
-    images and S (not a test of other data, nor one whose file was not kept); the differences
-    table shows it beside the unpaired difference, with the sign of the table's pair."""
+    images and S whose files hold what their records say (not another seed's, nor a test of
+    other data or another S, nor one whose file was not kept); the differences table shows the
+    pair beside the unpaired difference, in the sign of the table's row either way round."""
     module = script()
     monkeypatch.setattr(module, "RESULTS", tmp_path)
     runs = tmp_path / "convergence" / "runs"
     history = [{"epoch": 1, "valid_bound": -90.0}]
-    values = {
+    nll = {
         "dlgm1_vae_s0": [88.0, 90.0, 86.0, 87.0],
+        "dlgm1_vae_s1": [88.5, 90.0, 86.0, 87.0],  # another seed: paired with nothing
         "dlgm1_vgp_default_s0": [87.5, 89.0, 85.9, 86.2],
-        "dlgm1_vgp_linear_s0": [87.0, 89.0, 85.0, 86.0],  # tested on other data
-        "dlgm2_vae_s0": [90.0, 91.0, 92.0, 93.0],  # its file not kept
+        "dlgm1_vgp_linear_s0": [87.0, 89.0, 85.0, 86.0],
+        "dlgm2_vae_s0": [90.0, 91.0, 92.0, 93.0],
+        "dlgm2_vgp_paper_s0": [89.0, 90.0, 91.0, 92.0],  # tested on other data
+        "dlgm2_vgp_paper_affine_s0": [89.5, 90.0, 91.0, 92.0],  # at another S
+        "dlgm2_vgp_linear_s0": [89.0, 90.0, 91.0, 92.5],  # its file not kept
     }
-    for run, nll in values.items():
-        test = evaluation_record(statistics.fmean(nll), (0.8, 0.9), 4.0, 4, 5000)
-        if run != "dlgm2_vae_s0":
-            test["per_example_file"] = "test_per_example_k5000.h5"
+    bound_nll = {  # the bounds' offsets differ by image and run
+        run: [value + 3.0 + 0.1 * index * (image + 1) for image, value in enumerate(values)]
+        for index, (run, values) in enumerate(nll.items())
+    }
+    for run, values in nll.items():
+        samples = 1000 if run == "dlgm2_vgp_paper_affine_s0" else 5000
+        test = evaluation_record(statistics.fmean(values), (0.8, 0.9), 0.0, 4, samples)
+        test["bound_nll"] = statistics.fmean(bound_nll[run])
+        if run != "dlgm2_vgp_linear_s0":
+            test["per_example_file"] = f"test_per_example_k{samples}.h5"
         write_run(runs / run, "finished", history, 10, test)
         record = json.loads((runs / run / "metrics.json").read_text())
         other_data = {**FORMAT_2, "content_sha256": "0" * 64}
-        record["dataset"] = other_data if run == "dlgm1_vgp_linear_s0" else FORMAT_2
+        record["dataset"] = other_data if run == "dlgm2_vgp_paper_s0" else FORMAT_2
         (runs / run / "metrics.json").write_text(json.dumps(record))
-        per_example_file(runs / run, "test_per_example_k5000.h5", nll)
+        name = f"test_per_example_k{samples}.h5"
+        per_example_file(runs / run, name, values, bound_nll[run], samples)
     out = tmp_path / "convergence" / "paired_differences.json"
     assert load_script("paired_differences").main([str(runs), str(out)]) == 0
-    (pair,) = json.loads(out.read_text())
-    assert (pair["first"], pair["second"], pair["seed"]) == ("dlgm1_vae", "dlgm1_vgp_default", 0)
-    differences = [
-        a - b for a, b in zip(values["dlgm1_vae_s0"], values["dlgm1_vgp_default_s0"], strict=True)
-    ]
-    paired = statistics.stdev(differences) / math.sqrt(4)
-    assert pair["nll"]["difference"] == pytest.approx(statistics.fmean(differences))
-    assert pair["nll"]["paired_se"] == pytest.approx(paired)
-    assert pair["bound_nll"]["difference"] == pytest.approx(statistics.fmean(differences))
+    pairs = {(p["first"], p["second"], p["seed"]): p for p in json.loads(out.read_text())}
+    kept = ["dlgm1_vae", "dlgm1_vgp_default", "dlgm1_vgp_linear", "dlgm2_vae"]
+    assert sorted(pairs) == [(a, b, 0) for i, a in enumerate(kept) for b in kept[i + 1 :]]
+
+    def paired(a: str, b: str, values: dict[str, list[float]]) -> tuple[float, float]:
+        differences = [x - y for x, y in zip(values[a], values[b], strict=True)]
+        return statistics.fmean(differences), statistics.stdev(differences) / 2
+
+    pair = pairs[("dlgm1_vae", "dlgm1_vgp_default", 0)]
+    for key, values in (("nll", nll), ("bound_nll", bound_nll)):
+        difference, paired_se = paired("dlgm1_vae_s0", "dlgm1_vgp_default_s0", values)
+        assert pair[key]["difference"] == pytest.approx(difference)
+        assert pair[key]["paired_se"] == pytest.approx(paired_se)
     table = module.convergence_differences_table()
-    cells = next(
-        [cell.strip() for cell in line.strip("|").split("|")]
-        for line in table.splitlines()
-        if line.startswith("| dlgm1: VAE - the default VGP")
-    )
-    unpaired = module.difference_cell(statistics.fmean(differences), math.hypot(0.8, 0.8))
-    assert cells[1:4] == [
-        "0",
-        unpaired,
-        "seed 0: " + module.difference_cell(statistics.fmean(differences), paired, digits=3),
-    ]
-    control = next(line for line in table.splitlines() if line.startswith("| dlgm1: control"))
-    assert "seed 0: — (no pair of per-example files)" in control
+
+    def row_of(label: str) -> list[str]:
+        line = next(line for line in table.splitlines() if line.startswith(f"| {label}"))
+        return [cell.strip() for cell in line.strip("|").split("|")]
+
+    for label, a, b in [
+        ("dlgm1: VAE - the default VGP", "dlgm1_vae_s0", "dlgm1_vgp_default_s0"),
+        ("dlgm1: control - the default VGP", "dlgm1_vgp_linear_s0", "dlgm1_vgp_default_s0"),
+    ]:  # the second pair is stored the other way round (default before linear)
+        difference, paired_se = paired(a, b, nll)
+        unpaired = module.difference_cell(difference, math.hypot(0.8, 0.8))
+        expected = "seed 0: " + module.difference_cell(difference, paired_se, digits=3)
+        assert row_of(label)[1:4] == ["0", unpaired, expected]
+    for label in ("dlgm2: VAE - the paper's VGP", "dlgm2: VAE - the twin"):
+        assert row_of(label)[3] == f"seed 0: {module.NO_PAIR}"
+
+
+def test_a_per_example_file_that_does_not_hold_its_records_values_is_not_read(
+    tmp_path: Path,
+) -> None:
+    """A file replaced by another evaluation's values (another mean), a diverged run's
+    non-finite values and a single image give no paired values."""
+    from vgp_bench.analysis.paired import per_example_values
+    from vgp_bench.run.metrics import Evaluation
+
+    def evaluation(nll: float, images: int) -> Evaluation:
+        record = evaluation_record(nll, (0.8, 0.9), 4.0, images, 5000)
+        return Evaluation({**record, "per_example_file": "test.h5"})
+
+    per_example_file(tmp_path, "test.h5", [88.0, 90.0])
+    assert per_example_values(tmp_path, evaluation(89.0, 2)) == [88.0, 90.0]
+    assert per_example_values(tmp_path, evaluation(89.0, 2), "bound_nll") == [92.0, 94.0]
+    assert per_example_values(tmp_path, evaluation(89.5, 2)) is None  # another evaluation's
+    per_example_file(tmp_path, "test.h5", [88.0, math.inf])
+    assert per_example_values(tmp_path, evaluation(math.inf, 2)) is None
+    per_example_file(tmp_path, "test.h5", [88.0])
+    assert per_example_values(tmp_path, evaluation(88.0, 1)) is None
 
 
 def draw_run(folder: Path, status: str, epochs: int, test: tuple[float, int, int] | None) -> None:
@@ -437,9 +485,8 @@ def test_the_draw_tables_compare_the_families_only_at_equal_epochs_images_and_sa
         record["test"]["per_example_file"] = "test_per_example_k1000_first1000.h5"
         record["test"]["n_examples"] = 4  # as many as the files hold
         (runs / run / "metrics.json").write_text(json.dumps(record))
-        per_example_file(runs / run, "test_per_example_k1000_first1000.h5", values)
-        with h5py.File(runs / run / "test_per_example_k1000_first1000.h5", "a") as handle:
-            handle.attrs["is_samples"] = 1000
+        bounds = [value + 6.0 for value in values]  # as draw_run's records have it
+        per_example_file(runs / run, "test_per_example_k1000_first1000.h5", values, bounds, 1000)
     assert "94.00 ± 0.30" in module.draw_table("draw-b")  # the VAE's most precise test
     out = tmp_path / "draw-b" / "paired_differences.json"
     assert load_script("paired_differences").main([str(runs), str(out)]) == 0

@@ -20,19 +20,35 @@ def cells(line: str) -> list[str]:
 
 
 def test_the_status_table_says_how_far_each_run_is_from_its_stop(tmp_path: Path) -> None:
-    """The best bound's gain over the last W epochs (the early-stopping criterion), the best
-    epoch, the test once there is one; a run shorter than the window shows no gain."""
+    """With the study's early stopping, each run's epochs without a gain, replayed by the
+    trainer's own rule; the best epoch; the test once there is one."""
     module = load_script("study_progress")
-    # the best bound -100 + e/10 rises 0.1 an epoch, then the last epoch falls back
-    write_metrics(tmp_path / "a_s0", [-100 + e / 10 for e in range(1, 12)] + [-100.0])
+    # gains of 1, then 0.4 and 0.4 (below min_delta 0.5 each, 0.8 together), then 0.2: the
+    # counter restarts when the bound beats the last gain's by more than 0.5
+    write_metrics(tmp_path / "a_s0", [-100.0, -99.0, -98.6, -98.2, -98.0, -99.0])
     test = {"nll": 88.123, "bound_nll": 92.5, "is_samples": 5000, "n_examples": 10000}
     write_metrics(tmp_path / "b_s0", [-95.0, -94.0], status="finished", test=test)
     runs = module.load_runs(tmp_path)
-    header, _, first, second = module.status_table(runs, window=5)
-    assert "best gain, last 5 epochs" in header
+    header, _, first, second = module.status_table(runs, (50, 0.5))
+    assert "epochs without a gain of 0.5 (of 50)" in header
     row = cells(first)
-    assert row[0] == "a_s0" and row[5:8] == ["-100.00", "-98.90 (11)", "0.40"]
-    row = cells(second)
-    assert row[7] == "—" and row[-1] == "88.12 / 92.50 (S = 5000, 10000 images)"
-    curve = module.curve_table(runs, [1, 12, 20])
-    assert cells(curve[2]) == ["a_s0", "-99.90", "-100.00", "—"]
+    assert row[0] == "a_s0" and row[5:8] == ["-99.00", "-98.00 (5)", "2"]
+    assert cells(second)[7] == "0" and cells(second)[-1] == "88.12 / 92.50 (S = 5000, 10000 images)"
+    assert len(cells(module.status_table(runs)[2])) == len(cells(header)) - 1  # no column
+    curve = module.curve_table(runs, [1, 6, 20])
+    assert cells(curve[2]) == ["a_s0", "-100.00", "-99.00", "—"]
+
+
+def test_the_counter_is_the_trainers_own(tmp_path: Path) -> None:
+    """Replayed on a noisy curve, the counter equals the trainer's EarlyStopping state."""
+    from vgp_bench.run.checkpoint import RunState
+    from vgp_bench.run.early_stopping import EarlyStopping
+
+    module = load_script("study_progress")
+    bounds = [-100 + 3 * (1 - 0.9**e) + 0.3 * ((e * 7919) % 11 - 5) / 5 for e in range(80)]
+    history = [{"epoch": e + 1, "valid_bound": b} for e, b in enumerate(bounds)]
+    rule, state = EarlyStopping(patience=None, min_delta=0.5), RunState()
+    for epoch, bound in enumerate(bounds, start=1):
+        rule.observe(state, bound)
+        assert module.epochs_without_gain(history[:epoch], 0.5) == state.epochs_without_gain
+    assert state.epochs_without_gain > 10  # the curve flattened: a long run without a gain

@@ -18,14 +18,17 @@ from vgp_bench.run.metrics import Evaluation
 
 # the per-example file's datasets, as -log p(x) and -bound
 PER_EXAMPLE_KEYS = {"nll": "log_likelihood", "bound_nll": "bound"}
+# how far the file's mean may be from the evaluation's record (relative; float32 sums)
+MEAN_TOLERANCE = 1e-5
 
 
 def per_example_values(
     folder: Path, evaluation: Evaluation, key: str = "nll"
 ) -> list[float] | None:
     """An evaluation's per-example `key` (nll or bound_nll) from its file in the run folder,
-    when the file is there and was made with the evaluation's S and images (a later one may
-    replace it); None otherwise."""
+    when the file is there and holds what the evaluation measured: its S, its number of images
+    and, averaged, its `key` (a later evaluation may have replaced the file). None otherwise,
+    and where a value is not finite (a diverged run) or there are fewer than two."""
     name = evaluation.per_example_file
     path = folder / str(name)
     if not name or not path.is_file():
@@ -33,8 +36,18 @@ def per_example_values(
     with h5py.File(path, "r") as handle:
         values = [-float(value) for value in handle[PER_EXAMPLE_KEYS[key]][()]]
         samples = handle.attrs.get("is_samples")
-    alike = samples is not None and int(samples) == evaluation.is_samples
-    return values if alike and len(values) == evaluation.n_examples else None
+    recorded = evaluation.data.get(key)
+    if (
+        samples is None
+        or int(samples) != evaluation.is_samples
+        or len(values) != evaluation.n_examples
+        or len(values) < 2
+        or not all(math.isfinite(value) for value in values)
+        or not isinstance(recorded, int | float)
+        or abs(statistics.fmean(values) - recorded) > MEAN_TOLERANCE * max(1.0, abs(recorded))
+    ):
+        return None
+    return values
 
 
 def paired_difference(first: Sequence[float], second: Sequence[float]) -> tuple[float, float]:
