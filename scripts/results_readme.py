@@ -970,7 +970,42 @@ def convergence_setting(key: str) -> str:
     return found.group(1)
 
 
+def draw_script_default(name: str) -> int:
+    """A default of scripts/study_draw.sh (EPOCHS, SAMPLES)."""
+    script_text = (ROOT / "scripts" / "study_draw.sh").read_text()
+    found = re.search(rf"\${{{name}:-(\d+)}}", script_text)
+    assert found is not None, name
+    return int(found.group(1))
+
+
+def draw_paper_costs() -> dict[str, float]:
+    """What the DRAW study's paper-form row would cost on one CPU thread, from the step and
+    evaluation times results/reproduction/costs.json measured for `experiment=table1_draw_vgp`:
+    seconds a training step, milliseconds an image and sample of the test, and the CPU-hours
+    of the study's epochs (training and validation) and of its test on all test images."""
+    costs = json.loads((RESULTS / "reproduction" / "costs.json").read_text())
+    (row,) = [r for r in costs["rows"].values() if r["command"].endswith("table1_draw_vgp")]
+    timed = row["evaluation_timed"]
+    image_sample_s = timed["seconds"] / (timed["images_timed"] * timed["samples"])
+    epochs, samples = draw_script_default("EPOCHS"), draw_script_default("SAMPLES")
+    steps_per_epoch = row["steps"] / row["epochs"]
+    training_h = epochs * (
+        steps_per_epoch * row["step_ms"] / 3.6e6 + row["validation_cpu_hours"] / row["epochs"]
+    )
+    test_h = row["test_images"] * samples * image_sample_s / 3600
+    return {
+        "step_s": row["step_ms"] / 1000,
+        "image_sample_ms": 1000 * image_sample_s,
+        "training_h": training_h,
+        "test_h": test_h,
+    }
+
+
 VALUES: dict[str, Callable[[], str]] = {
+    "draw.paper.step_s": lambda: f"{draw_paper_costs()['step_s']:.1f}",
+    "draw.paper.image_sample_ms": lambda: f"{draw_paper_costs()['image_sample_ms']:.0f}",
+    "draw.paper.training_h": lambda: f"{draw_paper_costs()['training_h']:.0f}",
+    "draw.paper.test_h": lambda: f"{draw_paper_costs()['test_h']:.0f}",
     "calibration.anchor": lambda: f"{calibration_anchor():.2f}",
     "calibration.tolerance": lambda: f"{CALIBRATION_TOLERANCE}",
     "convergence.min_delta": lambda: convergence_setting("trainer.early_stopping.min_delta"),

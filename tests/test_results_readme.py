@@ -560,3 +560,21 @@ def test_the_calibration_protocol_quotes_the_experiment_config() -> None:
     assert f"`trainer.epochs={config.trainer.epochs}`" in text
     samples = config.eval.is_samples
     assert f"k = {samples} on all 10,000" in text and f"`eval.is_samples={samples}`" in text
+
+
+def test_the_draw_readme_costs_the_paper_form_from_the_measured_times() -> None:
+    """The paper form's cost at the DRAW study's defaults: the measured Table 1 row's per-epoch
+    CPU-hours (training and validation) times the study's epochs, and its test time per image
+    and sample times the test images and the study's S."""
+    module = script()
+    costs = json.loads((ROOT / "results" / "reproduction" / "costs.json").read_text())
+    (row,) = [r for r in costs["rows"].values() if r["command"].endswith("table1_draw_vgp")]
+    script_text = (ROOT / "scripts" / "study_draw.sh").read_text()
+    defaults = dict(re.findall(r"\$\{(EPOCHS|SAMPLES):-(\d+)\}", script_text))
+    epochs, samples = int(defaults["EPOCHS"]), int(defaults["SAMPLES"])
+    found = module.draw_paper_costs()
+    per_epoch = row["training_cpu_hours"] / row["epochs"]
+    assert found["training_h"] == pytest.approx(epochs * per_epoch, rel=0.01)
+    per_test = row["evaluation_cpu_hours"] / (row["test_images"] * row["test_is_samples"])
+    assert found["test_h"] == pytest.approx(row["test_images"] * samples * per_test, rel=0.01)
+    assert found["step_s"] == pytest.approx(row["step_ms"] / 1000)
