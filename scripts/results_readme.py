@@ -964,18 +964,15 @@ def convergence_setting(key: str) -> str:
     configs = sorted((RESULTS / C / "runs").glob("*/config.yaml"))
     if configs:
         return str(run_setting(C, configs[0].parent.name, key))
-    script_text = (ROOT / "scripts" / "study_convergence.sh").read_text()
-    found = re.search(rf"\${{{CONVERGENCE_DEFAULTS[key]}:-([^}}]+)}}", script_text)
-    assert found is not None, key
+    return script_default("study_convergence.sh", CONVERGENCE_DEFAULTS[key])
+
+
+def script_default(script: str, name: str) -> str:
+    """The default `${NAME:-default}` a study script gives its variable `name`."""
+    script_text = (ROOT / "scripts" / script).read_text()
+    found = re.search(rf"\${{{name}:-([^}}]+)}}", script_text)
+    assert found is not None, (script, name)
     return found.group(1)
-
-
-def draw_script_default(name: str) -> int:
-    """A default of scripts/study_draw.sh (EPOCHS, SAMPLES)."""
-    script_text = (ROOT / "scripts" / "study_draw.sh").read_text()
-    found = re.search(rf"\${{{name}:-(\d+)}}", script_text)
-    assert found is not None, name
-    return int(found.group(1))
 
 
 def draw_paper_costs() -> dict[str, float]:
@@ -987,7 +984,7 @@ def draw_paper_costs() -> dict[str, float]:
     (row,) = [r for r in costs["rows"].values() if r["command"].endswith("table1_draw_vgp")]
     timed = row["evaluation_timed"]
     image_sample_s = timed["seconds"] / (timed["images_timed"] * timed["samples"])
-    epochs, samples = draw_script_default("EPOCHS"), draw_script_default("SAMPLES")
+    epochs, samples = (int(script_default("study_draw.sh", name)) for name in ("EPOCHS", "SAMPLES"))
     steps_per_epoch = row["steps"] / row["epochs"]
     training_h = epochs * (
         steps_per_epoch * row["step_ms"] / 3.6e6 + row["validation_cpu_hours"] / row["epochs"]
