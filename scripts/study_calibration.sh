@@ -29,7 +29,11 @@ runs() {
   echo "burda_dlgm1_vae_fixed_s0|experiment=burda_dlgm1_vae dataset.binarization=fixed seed=0"
 }
 
-train() { runs | select_runs "^burda_dlgm1_vae_s0$" | train_runs "data_dir=$data_dir"; }
+# the test keeps its per-example values in the run folder (a few hundred KiB), so two runs tested
+# on the same binary test images compare paired over the images
+train() {
+  runs | select_runs "^burda_dlgm1_vae_s0$" | train_runs eval.save_per_example=true "data_dir=$data_dir"
+}
 
 report() {
   collect_and_report burda_ "$results_dir"
