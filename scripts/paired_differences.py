@@ -1,8 +1,9 @@
 """Differences between the runs of a study, paired over the test images.
 
-For each seed, each two runs `<row>_s<seed>` of STUDY_DIR, and each two of their current test
-evaluations (the end-of-training test and vgp-eval's, while the run has not trained past them)
-that read the same data and tested the same images with the same S, both with their
+For each seed, each two runs `<row>_s<seed>` of STUDY_DIR, and each two of their test
+evaluations of their current parameters (the end-of-training test and vgp-eval's, while the run
+has not trained past them; of its own data or of another data file) that read the same binary
+test images (the same data file contents and draw) with the same S, both with their
 per-example files kept (`eval.save_per_example=true`): the difference first - second of
 -log p(x) and of -bound, and its standard error over the images' differences, go to OUT
 (JSON), which the results READMEs read; the per-example files themselves stay in the run
@@ -22,54 +23,40 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vgp_bench.analysis.paired import PER_EXAMPLE_KEYS, paired_difference, per_example_values
-from vgp_bench.analysis.report.runs import current_test_evaluations
-from vgp_bench.data_identity import data_changes
-from vgp_bench.run.metrics import Evaluation, RunRecord, read_record
+from vgp_bench.analysis.paired import (
+    PER_EXAMPLE_KEYS,
+    paired_difference,
+    per_example_values,
+    same_test_images,
+)
+from vgp_bench.analysis.report.runs import tests_of_current_parameters
+from vgp_bench.run.metrics import RunRecord, read_record
 
 RUN_NAME = re.compile(r"(?P<row>.+)_s(?P<seed>\d+)")
 
 
 def current_tests(study_dir: Path) -> dict[tuple[str, int], tuple[Path, RunRecord]]:
-    """`(row, seed) -> (folder, record)` of each run folder with a current test evaluation."""
+    """`(row, seed) -> (folder, record)` of each run folder with a test of its current
+    parameters."""
     runs: dict[tuple[str, int], tuple[Path, RunRecord]] = {}
     for folder in sorted(study_dir.iterdir()) if study_dir.is_dir() else []:
         match = RUN_NAME.fullmatch(folder.name)
         if match is None or not (folder / "metrics.json").is_file():
             continue
         record = read_record(folder / "metrics.json")
-        if current_test_evaluations(record):
+        if tests_of_current_parameters(record):
             runs[(match["row"], int(match["seed"]))] = (folder, record)
     return runs
 
 
-def read_data(record: RunRecord, test: Evaluation) -> dict[str, Any]:
-    """The identity of the data a test read: its own record's, else the run's."""
-    if test.dataset is not None:
-        return dict(test.dataset)
-    return record.dataset.to_json() if record.dataset is not None else {}
-
-
-def same_test(first: tuple[RunRecord, Evaluation], second: tuple[RunRecord, Evaluation]) -> bool:
-    """Whether two runs' tests read the same data, images and S."""
-    (first_record, a), (second_record, b) = first, second
-    data_a, data_b = read_data(first_record, a), read_data(second_record, b)
-    # a test of N images reads the split's first N (eval.subset, or all of them)
-    return (
-        (a.n_examples, a.is_samples) == (b.n_examples, b.is_samples)
-        and not data_changes(data_a, data_b)
-        and not data_changes(data_b, data_a)
-    )
-
-
 def test_pairs(first: tuple[Path, RunRecord], second: tuple[Path, RunRecord]) -> list[dict]:
-    """The paired differences of two runs' current test evaluations of the same data, images
-    and S whose per-example files were both kept."""
+    """The paired differences of two runs' tests of their current parameters on the same data,
+    images and S whose per-example files were both kept."""
     (first_dir, first_record), (second_dir, second_record) = first, second
     pairs = []
-    for a in current_test_evaluations(first_record):
-        for b in current_test_evaluations(second_record):
-            if not same_test((first_record, a), (second_record, b)):
+    for a in tests_of_current_parameters(first_record):
+        for b in tests_of_current_parameters(second_record):
+            if not same_test_images((first_record, a), (second_record, b)):
                 continue
             pair: dict[str, Any] = {
                 "n_examples": a.n_examples,

@@ -23,11 +23,13 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from vgp_bench.analysis.paired import same_test_images
 from vgp_bench.analysis.report.paper import PAPER
 from vgp_bench.analysis.report.runs import (
     RunRecord,
     chosen_evaluation,
     current_test_evaluations,
+    tests_of_current_parameters,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -792,6 +794,103 @@ def calibration_data_table(study: str = K) -> str:
     return table(header, rows)
 
 
+# each run against the protocol run: label, the run, what their difference measures
+CALIBRATION_CONTRASTS = [
+    (
+        "the fixed binarization - the protocol",
+        "burda_dlgm1_vae_fixed_s0",
+        "what training on one fixed binarization costs against binarizing afresh",
+    ),
+    (
+        "format-1 data - the protocol",
+        "burda_dlgm1_vae_format1_s0",
+        "format 1's grey levels and the epochs the format-1 run did not train, together",
+    ),
+]
+
+
+def test_pairs_of(
+    first: dict[str, Any], second: dict[str, Any], same_draw: bool = True
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Two runs' tests of their current parameters (any data) that read the same binary test
+    images with the same S (with `same_draw=False`, the same grey images, binarized apart),
+    the most precise first (most images, then most samples)."""
+    records = [RunRecord(first), RunRecord(second)]
+    tests = [tests_of_current_parameters(record) for record in records]
+    pairs = [
+        (a, b)
+        for a in tests[0]
+        for b in tests[1]
+        if same_test_images((records[0], a), (records[1], b), same_draw)
+    ]
+    pairs.sort(key=lambda pair: (pair[0].n_examples, pair[0].is_samples), reverse=True)
+    return [(a.data, b.data) for a, b in pairs]
+
+
+def draw_of(metrics: dict[str, Any], test: dict[str, Any]) -> str:
+    """The binary draw of the test images a test read, in words."""
+    data = {**metrics.get("dataset", {}), **(test.get("dataset") or {})}
+    if data.get("binarization") == "dynamic":
+        return f"drawn once with seed {data.get('eval_binarization_seed')}"
+    return "the file's own draw"
+
+
+def calibration_differences_table(study: str = K) -> str:
+    """Each other calibration run against the protocol run, on the same binary test images
+    and S (the other run's parameters tested on the protocol's data count): the difference of
+    the estimates with their unpaired standard error, and paired over the images where both
+    per-example files were kept (scripts/paired_differences.py)."""
+    protocol = CALIBRATION_RUNS[0][0]
+    header = [
+        "", "epochs", "test images (data, binary draw)", "images", "S", "-log p(x): the run",
+        "the protocol", "difference (IS)", "IS, paired over the test images",
+        "what it measures",
+    ]  # fmt: skip
+    rows = []
+    for label, run, measures in CALIBRATION_CONTRASTS:
+        if not has_run(study, run):
+            rows.append([label, *["—"] * (len(header) - 3), f"`{run}` not run", measures])
+            continue
+        untested = [
+            name for name in (run, protocol)
+            if not has_run(study, name) or chosen_evaluation(load(study, name)) is None
+            or load(study, name).get("status") not in ("finished", "interrupted")
+        ]  # fmt: skip
+        if untested:
+            why = "waiting for the test of " + " and ".join(f"`{name}`" for name in untested)
+            rows.append([label, *["—"] * (len(header) - 3), why, measures])
+            continue
+        metrics = (load(study, run), load(study, protocol))
+        pairs = test_pairs_of(*metrics) or test_pairs_of(*metrics, same_draw=False)
+        if not pairs:
+            why = "not comparable: no tests of the same test images and S"
+            rows.append([label, *["—"] * (len(header) - 3), why, measures])
+            continue
+        tests = pairs[0]
+        draws = [draw_of(m, t) for m, t in zip(metrics, tests, strict=True)]
+        data = data_format({**metrics[1]["dataset"], **(tests[1].get("dataset") or {})})
+        seed = int(run.rsplit("_s", 1)[1])
+        rows_of = (run.rsplit("_s", 1)[0], protocol.rsplit("_s", 1)[0])
+        se = math.hypot(tests[0]["nll_stderr"], tests[1]["nll_stderr"])
+        rows.append(
+            [
+                label,
+                ", ".join(str(m["epochs_completed"]) for m in metrics),
+                f"{data}, {draws[1]}" if draws[0] == draws[1] else f"{data}: {' / '.join(draws)}",
+                tests[0]["n_examples"],
+                tests[0]["is_samples"],
+                f"{tests[0]['nll']:.2f} ± {tests[0]['nll_stderr']:.2f}",
+                f"{tests[1]['nll']:.2f} ± {tests[1]['nll_stderr']:.2f}",
+                difference_cell(tests[0]["nll"] - tests[1]["nll"], se),
+                paired_cell(study, rows_of, seed, tests, "nll")
+                if draws[0] == draws[1]
+                else "— (other binary draws of the test images)",
+                measures,
+            ]
+        )
+    return table(header, rows)
+
+
 D = "draw"
 # the study's runs: label, run folder, the paper's Table 1 key
 DRAW_RUNS = [
@@ -906,6 +1005,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "convergence-differences": convergence_differences_table,
     "calibration": calibration_table,
     "calibration-data": calibration_data_table,
+    "calibration-differences": calibration_differences_table,
     "draw": draw_table,
     "draw-differences": draw_differences_table,
 }

@@ -2,18 +2,18 @@
 
 Checked: every table between `<!-- table:NAME -->` markers and every number between
 `<!-- v:NAME -->` markers in the results READMEs (vgp_vs_vae, dlgm1_families, convergence,
-calibration, draw) equals what scripts/results_readme.py computes from the committed runs
-(test IS and bound with their standard errors, bound - IS, aux gap, k-hat share, validation
-bounds by epoch and best, differences between methods with unpaired standard errors and
-per-seed differences, the pilots' and the fixed decoder's warp statistics, the local-gap fits,
-the family runs' wall_time_s, the convergence rows at their stop and their differences, the
-calibration run against its anchor, the DRAW runs and their difference, and the prose numbers:
-the dlgm2 leads over the VAE, the fixed-r control's test and validation gaps, the dlgm1 leads,
-the family study's gains, costs and shared runs); and outside those places no decimal number
-appears in the READMEs' text (bar the named constants and the calibration protocol's
-settings, which are checked against the code), nor in the top-level README. The integer
-settings the calibration and DRAW READMEs quote (epochs, batch, hold-out, S, test images, the
-architecture) are checked against the configs and the study script's defaults.
+calibration, draw) equals what scripts/results_readme.py computes from the committed runs (test
+IS and bound with their standard errors, bound - IS, aux gap, k-hat share, validation bounds by
+epoch and best, differences between methods with unpaired standard errors and per-seed
+differences, the pilots' and the fixed decoder's warp statistics, the local-gap fits, the family
+runs' wall_time_s, the convergence rows at their stop and their differences, the calibration run
+against its anchor and the other calibration runs against it, the DRAW runs and their
+difference, and the prose numbers: the dlgm2 leads over the VAE, the fixed-r control's test and
+validation gaps, the dlgm1 leads, the family study's gains, costs and shared runs); and outside
+those places no decimal number appears in the READMEs' text (bar the named constants and the
+calibration protocol's settings, which are checked against the code), nor in the top-level
+README. The integer settings the calibration and DRAW READMEs quote (epochs, batch, hold-out, S,
+test images, the architecture) are checked against the configs and the study script's defaults.
 """
 
 from __future__ import annotations
@@ -339,6 +339,90 @@ def test_a_run_tested_on_two_data_files_gets_the_paired_difference(
         "`burda_dlgm1_vae_format1_s0`", "20", "4", "5000", "format 1", "87.75 ± 0.80",
         "format 2, c0ffee00", "86.90 ± 0.80", "-0.85", f"{paired:.3f}",
     ]  # fmt: skip
+
+
+def test_the_protocol_run_is_compared_with_each_other_run_on_the_same_test_images(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The calibration differences: the format-1 run's parameters tested on the protocol's data
+    (the same file contents and binary draw) pair with the protocol's test over the images, in
+    the table's sign (the other run minus the protocol) though the JSON stores the pair the
+    other way round; the fixed-binarization twin, tested on the file's own draw, is compared
+    unpaired and says why; a run not run, or one not yet tested, says so."""
+    module = script()
+    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    dynamic = {**FORMAT_2, "binarization": "dynamic", "eval_binarization_seed": 12345}
+    runs = tmp_path / "calibration" / "runs"
+    protocol, fixed, format1 = (
+        runs / f"burda_dlgm1_vae{kind}_s0" for kind in ("", "_fixed", "_format1")
+    )
+    calibration_run(protocol, "running", 12, None, dataset=dynamic)
+    rows = module.calibration_differences_table().splitlines()[2:]
+    assert "`burda_dlgm1_vae_fixed_s0` not run" in rows[0]
+    assert "`burda_dlgm1_vae_format1_s0` not run" in rows[1]
+    calibration_run(format1, "interrupted", 20, None, planned=30)
+    rows = module.calibration_differences_table().splitlines()[2:]
+    waiting = "waiting for the test of `burda_dlgm1_vae_format1_s0` and `burda_dlgm1_vae_s0`"
+    assert waiting in rows[1]
+
+    values = {
+        "protocol": [86.0, 88.0, 85.0, 87.0],
+        "format1 on format 2": [86.9, 89.1, 85.7, 88.3],
+        "format1 on format 1": [88.0, 90.0, 86.0, 89.0],
+        "fixed": [86.5, 88.0, 85.5, 88.0],
+    }
+
+    def test(folder: Path, key: str, name: str, dataset: dict | None = None) -> dict[str, Any]:
+        per_example_file(folder, name, values[key])
+        test = evaluation_record(statistics.fmean(values[key]), (0.8, 0.9), 4.0, 4, 5000)
+        return {**test, "per_example_file": name, **({"dataset": dataset} if dataset else {})}
+
+    for folder, status, dataset in (
+        (protocol, "finished", dynamic),
+        (fixed, "finished", {**FORMAT_2, "binarization": "fixed"}),
+        (format1, "interrupted", {**dynamic, "format_version": 1, "content_sha256": "1" * 64}),
+    ):
+        calibration_run(folder, status, 30, None, planned=30, dataset=dataset)
+    for folder, key in ((protocol, "protocol"), (fixed, "fixed")):
+        record = json.loads((folder / "metrics.json").read_text())
+        record["test"] = test(folder, key, "test_per_example_k5000.h5")
+        (folder / "metrics.json").write_text(json.dumps(record))
+    record = json.loads((format1 / "metrics.json").read_text())
+    record["evaluations"] = [
+        {**test(format1, key, name, dataset), "run_steps": record["steps"]}
+        for key, name, dataset in (
+            ("format1 on format 1", "test_per_example_k5000.h5", None),
+            ("format1 on format 2", "test_per_example_k5000_data-c0ffee00.h5", FORMAT_2),
+        )
+    ]
+    (format1 / "metrics.json").write_text(json.dumps(record))
+    module.load.cache_clear()  # the runs' records changed under the module's cache
+    out = tmp_path / "calibration" / "paired_differences.json"
+    assert load_script("paired_differences").main([str(runs), str(out)]) == 0
+    (pair,) = json.loads(out.read_text())  # the fixed twin's test images are another draw
+    assert (pair["first"], pair["second"]) == ("burda_dlgm1_vae", "burda_dlgm1_vae_format1")
+    assert pair["files"] == ["test_per_example_k5000.h5", "test_per_example_k5000_data-c0ffee00.h5"]
+
+    def cells(line: str) -> list[str]:
+        return [cell.strip() for cell in line.strip("|").split("|")]
+
+    fixed_row, format1_row = (cells(line) for line in module.calibration_differences_table()
+                              .splitlines()[2:])  # fmt: skip
+    differences = [a - b for a, b in zip(values["format1 on format 2"], values["protocol"])]
+    paired_se = statistics.stdev(differences) / math.sqrt(len(differences))
+    mean = statistics.fmean(differences)
+    assert format1_row[:9] == [
+        "format-1 data - the protocol", "30, 30", "format 2, c0ffee00, drawn once with seed 12345",
+        "4", "5000", "87.50 ± 0.80", "86.50 ± 0.80",
+        module.difference_cell(mean, math.hypot(0.8, 0.8)),
+        module.difference_cell(mean, paired_se, digits=3),
+    ]  # fmt: skip
+    fixed_mean = statistics.fmean(values["fixed"]) - statistics.fmean(values["protocol"])
+    assert fixed_row[2] == "format 2, c0ffee00: the file's own draw / drawn once with seed 12345"
+    assert fixed_row[7:9] == [
+        module.difference_cell(fixed_mean, math.hypot(0.8, 0.8)),
+        "— (other binary draws of the test images)",
+    ]
 
 
 def test_two_rows_of_one_seed_get_their_difference_paired_over_the_test_images(

@@ -11,15 +11,51 @@ import math
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import h5py
 
-from vgp_bench.run.metrics import Evaluation
+from vgp_bench.data_identity import data_changes
+from vgp_bench.run.metrics import Evaluation, RunRecord
 
 # the per-example file's datasets, as -log p(x) and -bound
 PER_EXAMPLE_KEYS = {"nll": "log_likelihood", "bound_nll": "bound"}
 # how far the file's mean may be from the evaluation's record (relative; float32 sums)
 MEAN_TOLERANCE = 1e-5
+# the settings that choose a test's binary draw from a data file's grey levels (dynamic
+# binarization draws the test images once with the seed; fixed reads the file's own draw)
+TEST_DRAW_KEYS = ("binarization", "eval_binarization_seed")
+
+
+def test_data(record: RunRecord, test: Evaluation) -> dict[str, Any]:
+    """What a test read: the run's data settings, with the data file's identity that the test
+    records when it read another file than the run's (vgp-eval's `dataset`)."""
+    data = record.dataset.to_json() if record.dataset is not None else {}
+    return {**data, **dict(test.dataset)} if test.dataset is not None else data
+
+
+def same_test_images(
+    first: tuple[RunRecord, Evaluation],
+    second: tuple[RunRecord, Evaluation],
+    same_draw: bool = True,
+) -> bool:
+    """Whether two tests read the same binary test images with the same S: the same data
+    file contents, the same draw of binary images from it (where both records say which;
+    not asked with `same_draw=False`: the same grey images) and the same number of images (a
+    test of N images reads the split's first N)."""
+    (first_record, a), (second_record, b) = first, second
+    data_a, data_b = test_data(first_record, a), test_data(second_record, b)
+    draws_differ = same_draw and any(
+        data_a.get(key) != data_b.get(key)
+        for key in TEST_DRAW_KEYS
+        if key in data_a and key in data_b
+    )
+    return (
+        (a.n_examples, a.is_samples) == (b.n_examples, b.is_samples)
+        and not draws_differ
+        and not data_changes(data_a, data_b)
+        and not data_changes(data_b, data_a)
+    )
 
 
 def per_example_values(

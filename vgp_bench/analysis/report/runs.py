@@ -109,8 +109,8 @@ def evaluation_label(test: Evaluation) -> str:
     return f"vgp-eval {test.checkpoint}" if test.checkpoint else OWN_EVALUATION
 
 
-def current_test_evaluations(record: RunRecord) -> list[Evaluation]:
-    """The run's test-set evaluations of its current parameters on its own data: the
+def tests_of_current_parameters(record: RunRecord) -> list[Evaluation]:
+    """The run's test-set evaluations of its current parameters, of any data: the
     end-of-training one and vgp-eval's (`evaluations`) while the run has not trained past
     them."""
     steps = record.steps
@@ -119,12 +119,17 @@ def current_test_evaluations(record: RunRecord) -> list[Evaluation]:
         for evaluation in record.evaluations or []
         if (evaluation.run_steps if evaluation.has("run_steps") else steps) == steps
     ]
-    candidates = [test for test in candidates if test is None or record.read_own_data(test)]
     return [
         test
         for test in candidates
         if test is not None and (test.split if test.has("split") else "test") == "test"
     ]
+
+
+def current_test_evaluations(record: RunRecord) -> list[Evaluation]:
+    """The run's test-set evaluations of its current parameters on its own data (the data it
+    trained on)."""
+    return [test for test in tests_of_current_parameters(record) if record.read_own_data(test)]
 
 
 def chosen_evaluation(metrics: dict[str, Any]) -> dict[str, Any] | None:
