@@ -541,13 +541,19 @@ def mean_cell(values: Sequence[float | None], digits: int = 3) -> str:
     return f"{statistics.fmean(present):.{digits}f}" if present else "—"
 
 
+def training_hours(metrics: dict[str, Any]) -> float | None:
+    """The hours a run spent in its training epochs (validation and tests not counted)."""
+    seconds = metrics.get("wall_time_s")
+    return seconds / 3600 if isinstance(seconds, int | float) and seconds > 0 else None
+
+
 def convergence_table(study: str = C) -> str:
     """Each row at its stop: epochs, best validation bound, test IS and bound, how q uses its
     flexibility at the tested epoch; a row still training says where it is."""
     header = [
-        "row", "seeds", "epochs (why it ended)", "best epoch", "best valid bound",
-        "-log p(x) (IS)", "-bound", "warp share", "nonlinear share", "total correlation",
-        "k-hat > 0.7",
+        "row", "seeds", "epochs (why it ended)", "training hours", "best epoch",
+        "best valid bound", "-log p(x) (IS)", "-bound", "warp share", "nonlinear share",
+        "total correlation", "k-hat > 0.7",
     ]  # fmt: skip
     rows = []
     for label, name in CONVERGENCE_ROWS:
@@ -564,6 +570,7 @@ def convergence_table(study: str = C) -> str:
             label,
             ", ".join(map(str, seeds)),
             ", ".join(f"{m['epochs_completed']} ({stop_of(m)})" for m in metrics),
+            ", ".join(number(training_hours(m), ".1f") for m in metrics),
             ", ".join(str(best_epoch(m)) for m in metrics),
             f"{statistics.fmean(best_valid(study, run) for run in runs):.2f}",
         ]
