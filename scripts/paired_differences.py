@@ -1,8 +1,8 @@
 """Differences between the runs of a study, paired over the test images.
 
 For each seed, each two runs `<row>_s<seed>` of STUDY_DIR, and each two of their test
-evaluations of their current parameters (the end-of-training test and vgp-eval's, while the run
-has not trained past them; of its own data or of another data file) that read the same binary
+evaluations at their current steps (the end-of-training test and vgp-eval's, while the run has
+not trained past them; of its own data or of another data file) that read the same binary
 test images (the same data file contents and draw) with the same S, both with their
 per-example files kept (`eval.save_per_example=true`): the difference first - second of
 -log p(x) and of -bound, and its standard error over the images' differences, go to OUT
@@ -29,33 +29,33 @@ from vgp_bench.analysis.paired import (
     per_example_values,
     same_test_images,
 )
-from vgp_bench.analysis.report.runs import tests_of_current_parameters
+from vgp_bench.analysis.report.runs import tests_at_current_step
 from vgp_bench.run.metrics import RunRecord, read_record
 
 RUN_NAME = re.compile(r"(?P<row>.+)_s(?P<seed>\d+)")
 
 
 def current_tests(study_dir: Path) -> dict[tuple[str, int], tuple[Path, RunRecord]]:
-    """`(row, seed) -> (folder, record)` of each run folder with a test of its current
-    parameters."""
+    """`(row, seed) -> (folder, record)` of each run folder with a test at its current step."""
     runs: dict[tuple[str, int], tuple[Path, RunRecord]] = {}
     for folder in sorted(study_dir.iterdir()) if study_dir.is_dir() else []:
         match = RUN_NAME.fullmatch(folder.name)
         if match is None or not (folder / "metrics.json").is_file():
             continue
         record = read_record(folder / "metrics.json")
-        if tests_of_current_parameters(record):
+        if tests_at_current_step(record):
             runs[(match["row"], int(match["seed"]))] = (folder, record)
     return runs
 
 
 def test_pairs(first: tuple[Path, RunRecord], second: tuple[Path, RunRecord]) -> list[dict]:
-    """The paired differences of two runs' tests of their current parameters on the same data,
-    images and S whose per-example files were both kept."""
+    """The paired differences of two runs' tests at their current steps that read the same
+    binary test images (data file contents and draw) with the same S, whose per-example files
+    were both kept."""
     (first_dir, first_record), (second_dir, second_record) = first, second
     pairs = []
-    for a in tests_of_current_parameters(first_record):
-        for b in tests_of_current_parameters(second_record):
+    for a in tests_at_current_step(first_record):
+        for b in tests_at_current_step(second_record):
             if not same_test_images((first_record, a), (second_record, b)):
                 continue
             pair: dict[str, Any] = {
@@ -78,8 +78,8 @@ def test_pairs(first: tuple[Path, RunRecord], second: tuple[Path, RunRecord]) ->
 
 
 def study_pairs(study_dir: Path) -> list[dict[str, Any]]:
-    """Every paired difference of the study: two rows, one seed, tests of the same images and
-    S with both per-example files kept."""
+    """Every paired difference of the study: two rows, one seed, tests of the same binary test
+    images and S with both per-example files kept."""
     runs = current_tests(study_dir)
     pairs = []
     for (first_key, first), (second_key, second) in itertools.combinations(

@@ -23,13 +23,13 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from vgp_bench.analysis.paired import same_test_images
+from vgp_bench.analysis.paired import data_read, same_test_images
 from vgp_bench.analysis.report.paper import PAPER
 from vgp_bench.analysis.report.runs import (
     RunRecord,
     chosen_evaluation,
     current_test_evaluations,
-    tests_of_current_parameters,
+    tests_at_current_step,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -819,34 +819,48 @@ CALIBRATION_CONTRASTS = [
 def test_pairs_of(
     first: dict[str, Any], second: dict[str, Any], same_draw: bool = True
 ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Two runs' tests of their current parameters (any data) that read the same binary test
-    images with the same S (with `same_draw=False`, the same grey images, binarized apart),
-    the most precise first (most images, then most samples)."""
+    """Two runs' tests at their current steps (any data) that read the same binary test
+    images with the same S (with `same_draw=False`, the same grey images, binarized apart):
+    the most precise first (most images, then most samples), and of two alike the one whose
+    per-example files were both kept."""
     records = [RunRecord(first), RunRecord(second)]
-    tests = [tests_of_current_parameters(record) for record in records]
+    tests = [tests_at_current_step(record) for record in records]
     pairs = [
         (a, b)
         for a in tests[0]
         for b in tests[1]
         if same_test_images((records[0], a), (records[1], b), same_draw)
     ]
-    pairs.sort(key=lambda pair: (pair[0].n_examples, pair[0].is_samples), reverse=True)
+    pairs.sort(
+        key=lambda pair: (
+            pair[0].n_examples,
+            pair[0].is_samples,
+            bool(pair[0].per_example_file and pair[1].per_example_file),
+        ),
+        reverse=True,
+    )
     return [(a.data, b.data) for a, b in pairs]
 
 
-def draw_of(metrics: dict[str, Any], test: dict[str, Any]) -> str:
+def read_by(metrics: dict[str, Any], test: dict[str, Any]) -> dict[str, Any]:
+    """The data a test read (its file's identity and the run's settings)."""
+    return data_read(metrics.get("dataset"), test.get("dataset"))
+
+
+def draw_of(data: dict[str, Any]) -> str:
     """The binary draw of the test images a test read, in words."""
-    data = {**metrics.get("dataset", {}), **(test.get("dataset") or {})}
     if data.get("binarization") == "dynamic":
         return f"drawn once with seed {data.get('eval_binarization_seed')}"
     return "the file's own draw"
 
 
 def calibration_differences_table(study: str = K) -> str:
-    """Each other calibration run against the protocol run, on the same binary test images
-    and S (the other run's parameters tested on the protocol's data count): the difference of
-    the estimates with their unpaired standard error, and paired over the images where both
-    per-example files were kept (scripts/paired_differences.py)."""
+    """Each other calibration run against the protocol run on the same test images and S (the
+    other run's parameters tested on the protocol's data count): the difference of the
+    estimates with their unpaired standard error, and paired over the images where the tests
+    read the same binary draw and both per-example files were kept
+    (scripts/paired_differences.py); where no two tests read the same draw, tests of the same
+    grey images binarized apart (the fixed-binarization twin), unpaired only."""
     protocol = CALIBRATION_RUNS[0][0]
     header = [
         "", "epochs", "test images (data, binary draw)", "images", "S", "-log p(x): the run",
@@ -855,12 +869,14 @@ def calibration_differences_table(study: str = K) -> str:
     ]  # fmt: skip
     rows = []
     for label, run, measures in CALIBRATION_CONTRASTS:
-        if not has_run(study, run):
-            rows.append([label, *["—"] * (len(header) - 3), f"`{run}` not run", measures])
+        missing = [name for name in (run, protocol) if not has_run(study, name)]
+        if missing:
+            why = " and ".join(f"`{name}`" for name in missing) + " not run"
+            rows.append([label, *["—"] * (len(header) - 3), why, measures])
             continue
         untested = [
             name for name in (run, protocol)
-            if not has_run(study, name) or chosen_evaluation(load(study, name)) is None
+            if chosen_evaluation(load(study, name)) is None
             or load(study, name).get("status") not in ("finished", "interrupted")
         ]  # fmt: skip
         if untested:
@@ -874,8 +890,9 @@ def calibration_differences_table(study: str = K) -> str:
             rows.append([label, *["—"] * (len(header) - 3), why, measures])
             continue
         tests = pairs[0]
-        draws = [draw_of(m, t) for m, t in zip(metrics, tests, strict=True)]
-        data = data_format({**metrics[1]["dataset"], **(tests[1].get("dataset") or {})})
+        read = [read_by(m, t) for m, t in zip(metrics, tests, strict=True)]
+        draws = [draw_of(data) for data in read]
+        data = data_format(read[1])
         seed = int(run.rsplit("_s", 1)[1])
         rows_of = (run.rsplit("_s", 1)[0], protocol.rsplit("_s", 1)[0])
         se = math.hypot(tests[0]["nll_stderr"], tests[1]["nll_stderr"])

@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import load_script
+from vgp_bench.analysis.paired import data_read
 
 ROOT = Path(__file__).resolve().parent.parent
 # decimals that are settings or architecture, not results
@@ -384,25 +385,41 @@ def test_the_protocol_run_is_compared_with_each_other_run_on_the_same_test_image
         (format1, "interrupted", {**dynamic, "format_version": 1, "content_sha256": "1" * 64}),
     ):
         calibration_run(folder, status, 30, None, planned=30, dataset=dataset)
-    for folder, key in ((protocol, "protocol"), (fixed, "fixed")):
+    # a dynamic draw with another seed pairs with nothing of another draw; a record older than
+    # the draw settings (contents alone) pairs with every test of those contents
+    other_draw, older = runs / "burda_dlgm1_vae_otherdraw_s0", runs / "burda_dlgm1_vae_older_s0"
+    calibration_run(
+        other_draw, "finished", 30, None, dataset={**dynamic, "eval_binarization_seed": 1}
+    )
+    calibration_run(older, "finished", 30, None, dataset=FORMAT_2)
+    own_file = "test_per_example_k5000_data-c0ffee00.h5"  # as the runner names it
+    for folder, key in (
+        (protocol, "protocol"), (fixed, "fixed"), (other_draw, "fixed"), (older, "fixed")
+    ):  # fmt: skip
         record = json.loads((folder / "metrics.json").read_text())
-        record["test"] = test(folder, key, "test_per_example_k5000.h5")
+        record["test"] = test(folder, key, own_file)
         (folder / "metrics.json").write_text(json.dumps(record))
     record = json.loads((format1 / "metrics.json").read_text())
     record["evaluations"] = [
         {**test(format1, key, name, dataset), "run_steps": record["steps"]}
         for key, name, dataset in (
             ("format1 on format 1", "test_per_example_k5000.h5", None),
-            ("format1 on format 2", "test_per_example_k5000_data-c0ffee00.h5", FORMAT_2),
+            ("format1 on format 2", "test_per_example_k5000_step300_data-c0ffee00.h5", FORMAT_2),
         )
     ]
     (format1 / "metrics.json").write_text(json.dumps(record))
     module.load.cache_clear()  # the runs' records changed under the module's cache
     out = tmp_path / "calibration" / "paired_differences.json"
     assert load_script("paired_differences").main([str(runs), str(out)]) == 0
-    (pair,) = json.loads(out.read_text())  # the fixed twin's test images are another draw
-    assert (pair["first"], pair["second"]) == ("burda_dlgm1_vae", "burda_dlgm1_vae_format1")
-    assert pair["files"] == ["test_per_example_k5000.h5", "test_per_example_k5000_data-c0ffee00.h5"]
+    pairs = {(pair["first"], pair["second"]): pair for pair in json.loads(out.read_text())}
+    assert sorted(pairs) == [
+        (f"burda_dlgm1_vae{a}", f"burda_dlgm1_vae{b}")
+        for a, b in [("", "_format1"), ("", "_older"), ("_fixed", "_older"),
+                     ("_format1", "_older"), ("_older", "_otherdraw")]
+    ]  # fmt: skip
+    assert pairs[("burda_dlgm1_vae", "burda_dlgm1_vae_format1")]["files"] == [
+        own_file, "test_per_example_k5000_step300_data-c0ffee00.h5"
+    ]  # fmt: skip
 
     def cells(line: str) -> list[str]:
         return [cell.strip() for cell in line.strip("|").split("|")]
@@ -424,6 +441,20 @@ def test_the_protocol_run_is_compared_with_each_other_run_on_the_same_test_image
         module.difference_cell(fixed_mean, math.hypot(0.8, 0.8)),
         "— (other binary draws of the test images)",
     ]
+
+
+def test_a_test_of_another_file_keeps_none_of_the_run_files_identity() -> None:
+    """A format-2 run tested on a format-1 file (whose identity states no content digest):
+    the test read the format-1 file, drawn as the run's settings say, and nothing of the run's
+    own file's identity is taken for it."""
+    run = {**FORMAT_2, "sha256": "a" * 64, "binarization": "dynamic", "eval_binarization_seed": 7}
+    other = {"format_version": 1, "sha256": "b" * 64}
+    assert data_read(run, other) == {
+        **other,
+        "binarization": "dynamic",
+        "eval_binarization_seed": 7,
+    }
+    assert data_read(run, None) == run and data_read(None, None) == {}
 
 
 def test_two_rows_of_one_seed_get_their_difference_paired_over_the_test_images(

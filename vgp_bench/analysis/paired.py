@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import h5py
 
-from vgp_bench.data_identity import data_changes
+from vgp_bench.data_identity import DATA_IDENTITY_KEYS, data_changes
 from vgp_bench.run.metrics import Evaluation, RunRecord
 
 # the per-example file's datasets, as -log p(x) and -bound
@@ -27,11 +27,21 @@ MEAN_TOLERANCE = 1e-5
 TEST_DRAW_KEYS = ("binarization", "eval_binarization_seed")
 
 
-def test_data(record: RunRecord, test: Evaluation) -> dict[str, Any]:
-    """What a test read: the run's data settings, with the data file's identity that the test
-    records when it read another file than the run's (vgp-eval's `dataset`)."""
-    data = record.dataset.to_json() if record.dataset is not None else {}
-    return {**data, **dict(test.dataset)} if test.dataset is not None else data
+def data_read(run_dataset: Mapping[str, Any] | None, test_dataset: Any) -> dict[str, Any]:
+    """What a test read: the run's data (`dataset` of its record), or where the test records
+    the file it read (vgp-eval's `dataset`: the identity keys alone) that file's identity with
+    the run's settings, which chose the draw from it (no identity key of the run's file
+    kept: a key the test's record leaves out is one that file does not state)."""
+    data = dict(run_dataset or {})
+    if test_dataset is None:
+        return data
+    settings = {key: value for key, value in data.items() if key not in DATA_IDENTITY_KEYS}
+    return {**settings, **dict(test_dataset)}
+
+
+def dataset_of(record: RunRecord) -> dict[str, Any] | None:
+    """A run record's `dataset` (what it trained on), None where it does not say."""
+    return record.dataset.to_json() if record.dataset is not None else None
 
 
 def same_test_images(
@@ -44,7 +54,8 @@ def same_test_images(
     not asked with `same_draw=False`: the same grey images) and the same number of images (a
     test of N images reads the split's first N)."""
     (first_record, a), (second_record, b) = first, second
-    data_a, data_b = test_data(first_record, a), test_data(second_record, b)
+    data_a = data_read(dataset_of(first_record), a.dataset)
+    data_b = data_read(dataset_of(second_record), b.dataset)
     draws_differ = same_draw and any(
         data_a.get(key) != data_b.get(key)
         for key in TEST_DRAW_KEYS

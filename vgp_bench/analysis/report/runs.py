@@ -109,10 +109,10 @@ def evaluation_label(test: Evaluation) -> str:
     return f"vgp-eval {test.checkpoint}" if test.checkpoint else OWN_EVALUATION
 
 
-def tests_of_current_parameters(record: RunRecord) -> list[Evaluation]:
-    """The run's test-set evaluations of its current parameters, of any data: the
-    end-of-training one and vgp-eval's (`evaluations`) while the run has not trained past
-    them."""
+def tests_at_current_step(record: RunRecord) -> list[Evaluation]:
+    """The run's test-set evaluations of a checkpoint of its current step (its last or its
+    best), of any data: the end-of-training one and vgp-eval's (`evaluations`) while the run
+    has not trained past them."""
     steps = record.steps
     candidates = [record.test] + [
         evaluation
@@ -127,9 +127,9 @@ def tests_of_current_parameters(record: RunRecord) -> list[Evaluation]:
 
 
 def current_test_evaluations(record: RunRecord) -> list[Evaluation]:
-    """The run's test-set evaluations of its current parameters on its own data (the data it
+    """The run's test-set evaluations at its current step on its own data (the data it
     trained on)."""
-    return [test for test in tests_of_current_parameters(record) if record.read_own_data(test)]
+    return [test for test in tests_at_current_step(record) if record.read_own_data(test)]
 
 
 def chosen_evaluation(metrics: dict[str, Any]) -> dict[str, Any] | None:
