@@ -842,11 +842,6 @@ def test_pairs_of(
     return [(a.data, b.data) for a, b in pairs]
 
 
-def read_by(metrics: dict[str, Any], test: dict[str, Any]) -> dict[str, Any]:
-    """The data a test read (its file's identity and the run's settings)."""
-    return data_read(metrics.get("dataset"), test.get("dataset"))
-
-
 def draw_of(data: dict[str, Any]) -> str:
     """The binary draw of the test images a test read, in words."""
     if data.get("binarization") == "dynamic":
@@ -890,7 +885,10 @@ def calibration_differences_table(study: str = K) -> str:
             rows.append([label, *["—"] * (len(header) - 3), why, measures])
             continue
         tests = pairs[0]
-        read = [read_by(m, t) for m, t in zip(metrics, tests, strict=True)]
+        read = [
+            data_read(m.get("dataset"), t.get("dataset"))
+            for m, t in zip(metrics, tests, strict=True)
+        ]
         draws = [draw_of(data) for data in read]
         data = data_format(read[1])
         seed = int(run.rsplit("_s", 1)[1])
@@ -963,23 +961,8 @@ def draw_table(study: str = D) -> str:
     return table(header, rows)
 
 
-def common_evaluations(
-    first: dict[str, Any], second: dict[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """Two runs' current test evaluations on the same number of images with the same S, the
-    most precise such pair (most images, then most samples); None if they share none."""
-
-    def by_size(metrics: dict[str, Any]) -> dict[tuple[int, int], dict[str, Any]]:
-        evaluations = current_test_evaluations(RunRecord(metrics))
-        return {(int(e.n_examples), int(e.is_samples)): e.data for e in evaluations}
-
-    ours, theirs = by_size(first), by_size(second)
-    shared = sorted(set(ours) & set(theirs))
-    return (ours[shared[-1]], theirs[shared[-1]]) if shared else None
-
-
 def draw_differences_table(study: str = D) -> str:
-    """The VAE against each VGP form at equal epochs, on the same number of test images and
+    """The VAE against each VGP form at equal epochs, on the same binary test images and
     S, the most precise evaluation both have: the standard error of both estimates over the
     test images (unpaired), and paired over the images where both per-example files were
     kept."""
@@ -994,12 +977,12 @@ def draw_differences_table(study: str = D) -> str:
         if records[0]["epochs_completed"] != records[1]["epochs_completed"]:
             rows.append([name, "—", "—", "—", "—", "not comparable: other epochs"])
             continue
-        pair = common_evaluations(*records)
-        if pair is None:
+        pairs = test_pairs_of(*records)
+        if not pairs:
             why = "not comparable: no test on the same images and S"
             rows.append([name, "—", "—", "—", "—", why])
             continue
-        vae, vgp = pair
+        vae, vgp = pairs[0]
         cells: list[object] = [name, records[0]["epochs_completed"]]
         for key in ("nll", "bound_nll"):
             se = math.hypot(vae[f"{key}_stderr"], vgp[f"{key}_stderr"])
