@@ -85,7 +85,9 @@ class Trainer:
         self.writer: Writer = NullWriter()
         self.stop_request = StopRequest()
         self.log = self.folder.log
-        self.epoch_bound_sum = torch.zeros((), device=parts.device)  # folded into state on save
+        # float64, so that the epoch's sum does not depend on where a save split it: float32
+        # bounds add exactly in float64, and a run resumed mid-epoch logs the same train bound
+        self.epoch_bound_sum = torch.zeros((), dtype=torch.float64, device=parts.device)
 
     def fit(self) -> dict[str, Any]:
         """Train (resuming when the run folder holds a checkpoint), then evaluate on test.
