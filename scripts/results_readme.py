@@ -657,7 +657,12 @@ CALIBRATION_RUNS = [
     ("burda_dlgm1_vae_s0", "the protocol (dynamic binarization)"),
     ("burda_dlgm1_vae_fixed_s0", "the protocol with the fixed binarization"),
     ("burda_dlgm1_vae_format1_s0", "the protocol on format-1 data, stopped when that was found"),
+    ("burda_dlgm1_vae_lost1_s0", "the protocol, lost with its checkout (snapshot of 97e9d64)"),
+    ("burda_dlgm1_vae_lost2_s0", "the protocol, lost with its checkout (snapshot of c23934f)"),
 ]
+# runs of the protocol lost part-way, when the checkout they ran in was renewed between two
+# sessions: their last committed snapshots, never tested (the name marks them, `_lost<N>_s<seed>`)
+CALIBRATION_LOST = [run for run, _ in CALIBRATION_RUNS if "_lost" in run]
 CALIBRATION_TOLERANCE = 0.5  # nats: the study's target is the anchor within this
 
 
@@ -708,6 +713,10 @@ def calibration_table(study: str = K) -> str:
         ]
         finished = metrics.get("status") == "finished"
         evaluation = chosen_evaluation(metrics)
+        if run in CALIBRATION_LOST:
+            where = f"lost at epoch {metrics['epochs_completed']} or a little later, not tested"
+            rows.append([*cells, where, *["—"] * (len(header) - len(cells) - 1)])
+            continue
         if evaluation is None or not (finished or metrics.get("status") == "interrupted"):
             rows.append([*cells, where_it_is(metrics), *["—"] * (len(header) - len(cells) - 1)])
             continue
@@ -729,6 +738,32 @@ def calibration_table(study: str = K) -> str:
             ]
         )
     return table(header, rows)
+
+
+def best_so_far(study: str, run: str) -> dict[int, float]:
+    """The best validation bound up to each epoch of a run."""
+    best, curve = -math.inf, {}
+    for entry in load(study, run)["history"]:
+        best = max(best, float(entry["valid_bound"]))
+        curve[int(entry["epoch"])] = best
+    return curve
+
+
+def lost_runs_agreement(after: int = 100, study: str = K) -> tuple[int, float, float]:
+    """How closely the lost runs of the protocol trained alike: the epochs all of them reached,
+    the largest gap between their best validation bounds so far after epoch `after`, and the
+    largest gap between their bounds epoch by epoch."""
+    curves = [
+        {int(e["epoch"]): float(e["valid_bound"]) for e in load(study, run)["history"]}
+        for run in CALIBRATION_LOST
+    ]
+    bests = [best_so_far(study, run) for run in CALIBRATION_LOST]
+    common = sorted(set.intersection(*(set(curve) for curve in curves)))
+    if len(curves) < 2 or not common or common != list(range(1, common[-1] + 1)):
+        raise ValueError(f"{study}: the lost runs share no first epochs: {CALIBRATION_LOST}")
+    best_gap = max(max(b[e] for b in bests) - min(b[e] for b in bests) for e in common if e > after)
+    epoch_gap = max(max(c[e] for c in curves) - min(c[e] for c in curves) for e in common)
+    return common[-1], best_gap, epoch_gap
 
 
 def data_format(dataset: dict[str, Any]) -> str:
@@ -1112,6 +1147,9 @@ VALUES: dict[str, Callable[[], str]] = {
     "draw.paper.test_h": lambda: f"{draw_paper_costs()['test_h']:.0f}",
     "calibration.anchor": lambda: f"{calibration_anchor():.2f}",
     "calibration.tolerance": lambda: f"{CALIBRATION_TOLERANCE}",
+    "calibration.lost.epochs": lambda: str(lost_runs_agreement()[0]),
+    "calibration.lost.best_gap": lambda: f"{lost_runs_agreement()[1]:.2f}",
+    "calibration.lost.epoch_gap": lambda: f"{lost_runs_agreement()[2]:.2f}",
     "convergence.min_delta": lambda: convergence_setting("trainer.early_stopping.min_delta"),
     "dlgm2.lead.min": lambda: f"{min(dlgm2_leads()):.2f}",
     "dlgm2.lead.max": lambda: f"{max(dlgm2_leads()):.2f}",

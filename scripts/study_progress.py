@@ -83,8 +83,10 @@ def status_table(
             else "—"
         )
         counter = [str(epochs_without_gain(history, early_stopping[1]))] if early_stopping else []
+        # a run lost with its checkout keeps its last snapshot under a name with `_lost`
+        status = "lost (snapshot)" if "_lost" in name else str(metrics.get("status"))
         cells = [
-            name, str(metrics.get("status")), str(metrics.get("epochs_completed")),
+            name, status, str(metrics.get("epochs_completed")),
             str(metrics.get("steps")), number((metrics.get("wall_time_s") or 0) / 3600, 1),
             number(latest), f"{number(best)} ({epoch})", *counter,
             metrics.get("stop_reason") or "—", tested,

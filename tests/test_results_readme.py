@@ -281,6 +281,39 @@ def test_the_calibration_table_measures_each_run_against_the_anchor(
     assert "no run evaluated on other data yet" in module.calibration_data_table("calibration-b")
 
 
+def test_the_lost_runs_of_the_protocol_are_rows_and_their_agreement_is_measured(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A run lost with its checkout keeps its snapshot as a row that says it was lost and not
+    tested; the README's check that the lost runs trained alike is computed from their curves
+    over the epochs both reached: the largest gap of the best bounds so far after epoch 100,
+    and the largest gap epoch by epoch."""
+    module = script()
+    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    first, second = module.CALIBRATION_LOST
+    runs = tmp_path / "calibration-lost" / "runs"
+    calibration_run(runs / "burda_dlgm1_vae_s0", "running", 5, None)
+    curve = [{"epoch": e, "valid_bound": -120.0 + e / 10} for e in range(1, 151)]
+    write_run(runs / first, "running", curve, 10, None)
+    other = [dict(entry) for entry in curve] + [{"epoch": 151, "valid_bound": -100.0}]
+    other[49]["valid_bound"] += 0.5  # epoch 50: 0.5 above; its best so far leads until 54
+    other[119]["valid_bound"] -= 0.25  # epoch 120: 0.25 below, its best so far (119's) 0.1
+    write_run(runs / second, "running", other, 10, None)
+    for run in (first, second):
+        (runs / run / "config.yaml").write_text("trainer:\n  epochs: 3280\n")
+        record = json.loads((runs / run / "metrics.json").read_text())
+        record["dataset"] = FORMAT_2
+        (runs / run / "metrics.json").write_text(json.dumps(record))
+    epochs, best_gap, epoch_gap = module.lost_runs_agreement(study="calibration-lost")
+    assert epochs == 150
+    assert best_gap == pytest.approx(0.1) and epoch_gap == pytest.approx(0.5)
+    text = module.calibration_table("calibration-lost")
+    cells = calibration_cells(text, second)
+    assert cells[3] == "151 of 3280"
+    assert cells[6:] == ["lost at epoch 151 or a little later, not tested", *["—"] * 5]
+    assert calibration_cells(text, "burda_dlgm1_vae_s0")[6] == "training, epoch 5"
+
+
 def per_example_file(
     folder: Path,
     name: str,

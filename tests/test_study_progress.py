@@ -52,3 +52,15 @@ def test_the_counter_is_the_trainers_own(tmp_path: Path) -> None:
         rule.observe(state, bound)
         assert module.epochs_without_gain(history[:epoch], 0.5) == state.epochs_without_gain
     assert state.epochs_without_gain > 10  # the curve flattened: a long run without a gain
+
+
+def test_a_run_lost_with_its_checkout_says_so(tmp_path: Path) -> None:
+    """A snapshot kept under a `_lost` name is shown as lost, not as the running run it was."""
+    module = load_script("study_progress")
+    write_metrics(tmp_path / "run_lost1_s0", [-100.0, -99.0])
+    write_metrics(tmp_path / "run_s0", [-100.0])
+    rows = module.status_table(module.load_runs(tmp_path))[2:]
+    assert [cells(row)[:3] for row in rows] == [
+        ["run_lost1_s0", "lost (snapshot)", "2"],
+        ["run_s0", "running", "1"],
+    ]
