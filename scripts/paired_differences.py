@@ -7,8 +7,9 @@ test images (the same data file contents and draw) with the same S, both with th
 per-example files kept (`eval.save_per_example=true`): the difference first - second of
 -log p(x) and of -bound, and its standard error over the images' differences, go to OUT
 (JSON), which the results READMEs read; the per-example files themselves stay in the run
-folders. Seeds differ in more than the test images, so a paired standard error says how
-precisely one seed's difference is measured, not how much it would change with another seed.
+folders. A pair OUT already holds of two runs with no folder in STUDY_DIR now is kept as it is.
+Seeds differ in more than the test images, so a paired standard error says how precisely one
+seed's difference is measured, not how much it would change with another seed.
 
     .venv/bin/python scripts/paired_differences.py outputs/studies/convergence \
         results/convergence/paired_differences.json
@@ -94,13 +95,32 @@ def study_pairs(study_dir: Path) -> list[dict[str, Any]]:
     return pairs
 
 
+def kept_pairs(out: Path, study_dir: Path) -> list[dict[str, Any]]:
+    """The pairs `out` already holds whose two runs have no folder in `study_dir` now (their
+    per-example files went with a renewed checkout): kept as they were measured."""
+    if not out.is_file():
+        return []
+
+    def present(row: str, seed: int) -> bool:
+        return (study_dir / f"{row}_s{seed}" / "metrics.json").is_file()
+
+    return [
+        pair
+        for pair in json.loads(out.read_text())
+        if not (present(pair["first"], pair["seed"]) or present(pair["second"], pair["seed"]))
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
         print("usage: paired_differences.py STUDY_DIR OUT.json", file=sys.stderr)
         return 2
     study_dir, out = (Path(arg) for arg in args)
-    pairs = study_pairs(study_dir)
+    pairs = sorted(
+        study_pairs(study_dir) + kept_pairs(out, study_dir),
+        key=lambda pair: (pair["first"], pair["seed"], pair["second"]),
+    )
     out.write_text(json.dumps(pairs, indent=1) + "\n")
     print(f"{out}: {len(pairs)} paired difference(s)")
     return 0

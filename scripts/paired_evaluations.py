@@ -4,7 +4,8 @@ For each run folder under STUDY_DIR, each evaluation of other data (vgp-eval's `
 paired with an evaluation on the run's own data of the same images and S, both with their
 per-example files kept (`eval.save_per_example=true`); the difference of -log p(x) and its
 standard error over the images' differences go to OUT (JSON), which the results READMEs read,
-so the per-example files themselves stay in the run folders.
+so the per-example files themselves stay in the run folders. The pairs OUT already holds of a
+run with no folder under STUDY_DIR now are kept as they are.
 
     .venv/bin/python scripts/paired_evaluations.py outputs/studies/calibration \
         results/calibration/paired_evaluations.json
@@ -57,12 +58,20 @@ def run_pairs(folder: Path) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     study_dir, out = (Path(arg) for arg in (argv or sys.argv[1:]))
+    folders = sorted(study_dir.iterdir()) if study_dir.is_dir() else []
     pairs = [
         pair
-        for folder in sorted(study_dir.iterdir())
+        for folder in folders
         if (folder / "metrics.json").is_file()
         for pair in run_pairs(folder)
     ]
+    # a run with no folder here now (gone with a renewed checkout) keeps the pairs OUT holds
+    previous = json.loads(out.read_text()) if out.is_file() else []
+    present = {folder.name for folder in folders if (folder / "metrics.json").is_file()}
+    pairs = sorted(
+        pairs + [pair for pair in previous if pair["run"] not in present],
+        key=lambda pair: pair["run"],
+    )
     out.write_text(json.dumps(pairs, indent=1) + "\n")
     print(f"{out}: {len(pairs)} paired difference(s)")
     return 0

@@ -561,6 +561,10 @@ def convergence_table(study: str = C) -> str:
         if not seeds:
             started = study_seeds(study, name)
             where = where_it_is(load(study, f"{name}_s{started[0]}")) if started else "queued"
+            lost = sorted((RESULTS / study / "runs").glob(f"{name}_lost*_s*"))
+            if lost:  # snapshots of runs lost with their checkouts (progress.md)
+                epochs = ", ".join(str(load(study, path.name)["epochs_completed"]) for path in lost)
+                where += f"; lost with the checkout at epochs {epochs} (progress.md)"
             rows.append([label, "—", where, *["—"] * (len(header) - 3)])
             continue
         runs = [f"{name}_s{seed}" for seed in seeds]

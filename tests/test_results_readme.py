@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 import statistics
 from pathlib import Path
 from typing import Any
@@ -281,6 +282,24 @@ def test_the_calibration_table_measures_each_run_against_the_anchor(
     assert "no run evaluated on other data yet" in module.calibration_data_table("calibration-b")
 
 
+def test_a_convergence_row_whose_runs_were_lost_says_where_they_got(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A row with no live run but snapshots of lost ones is queued and names the epochs they
+    reached; the lost snapshots are not seeds of the row."""
+    module = script()
+    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    runs = tmp_path / "convergence-lost" / "runs"
+    for number, epochs in ((1, 7), (2, 4)):
+        curve = [{"epoch": e, "valid_bound": -110.0 + e} for e in range(1, epochs + 1)]
+        write_run(runs / f"dlgm2_vgp_paper_lost{number}_s0", "running", curve, 10, None)
+    assert module.study_seeds("convergence-lost", "dlgm2_vgp_paper") == []
+    lines = module.convergence_table("convergence-lost").splitlines()
+    paper = next(line for line in lines if line.startswith("| DLGM 2hl + VGP, the paper's form"))
+    where = "queued; lost with the checkout at epochs 7, 4 (progress.md)"
+    assert [cell.strip() for cell in paper.strip("|").split("|")][2] == where
+
+
 def test_the_lost_runs_of_the_protocol_are_rows_and_their_agreement_is_measured(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
@@ -363,6 +382,10 @@ def test_a_run_tested_on_two_data_files_gets_the_paired_difference(
     per_example_file(folder, other["per_example_file"], format_2)
     paired = tmp_path / "calibration" / "paired_evaluations.json"
     assert load_script("paired_evaluations").main([str(folder.parent), str(paired)]) == 0
+    # the run folder gone with a renewed checkout: its pair stays as measured
+    measured = paired.read_text()
+    assert load_script("paired_evaluations").main([str(tmp_path / "renewed"), str(paired)]) == 0
+    assert paired.read_text() == measured and len(json.loads(measured)) == 1
     (row,) = [
         calibration_cells(line, "burda_dlgm1_vae_format1_s0")
         for line in module.calibration_data_table().splitlines()
@@ -533,6 +556,18 @@ def test_two_rows_of_one_seed_get_their_difference_paired_over_the_test_images(
     pairs = {(p["first"], p["second"], p["seed"]): p for p in json.loads(out.read_text())}
     kept = ["dlgm1_vae", "dlgm1_vgp_default", "dlgm1_vgp_linear", "dlgm2_vae"]
     assert sorted(pairs) == [(a, b, 0) for i, a in enumerate(kept) for b in kept[i + 1 :]]
+    # a renewed checkout: the run folders are gone and the pairs they gave stay as measured; a
+    # run back in its folder (trained again) drops the stored pairs it is in until measured anew
+    measured, renewed = out.read_text(), tmp_path / "renewed"
+    assert load_script("paired_differences").main([str(renewed), str(out)]) == 0
+    assert out.read_text() == measured
+    (renewed / "dlgm1_vae_s0").mkdir(parents=True)
+    shutil.copy(runs / "dlgm1_vae_s0" / "metrics.json", renewed / "dlgm1_vae_s0")
+    assert load_script("paired_differences").main([str(renewed), str(out)]) == 0
+    left = [(p["first"], p["second"]) for p in json.loads(out.read_text())]
+    assert left == [(a, b) for i, a in enumerate(kept[1:], 1) for b in kept[i + 1 :]]
+    assert load_script("paired_differences").main([str(runs), str(out)]) == 0
+    assert out.read_text() == measured  # all measured again, in the same order
 
     def paired(a: str, b: str, values: dict[str, list[float]]) -> tuple[float, float]:
         differences = [x - y for x, y in zip(values[a], values[b], strict=True)]
