@@ -56,6 +56,18 @@ def run_pairs(folder: Path) -> list[dict[str, Any]]:
     return pairs
 
 
+def kept_pairs(out: Path, study_dir: Path) -> list[dict[str, Any]]:
+    """The pairs `out` already holds of runs with no folder in `study_dir` now (their
+    per-example files went with a renewed checkout): kept as they were measured."""
+    if not out.is_file():
+        return []
+    return [
+        pair
+        for pair in json.loads(out.read_text())
+        if not (study_dir / pair["run"] / "metrics.json").is_file()
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     study_dir, out = (Path(arg) for arg in (argv or sys.argv[1:]))
     folders = sorted(study_dir.iterdir()) if study_dir.is_dir() else []
@@ -65,13 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         if (folder / "metrics.json").is_file()
         for pair in run_pairs(folder)
     ]
-    # a run with no folder here now (gone with a renewed checkout) keeps the pairs OUT holds
-    previous = json.loads(out.read_text()) if out.is_file() else []
-    present = {folder.name for folder in folders if (folder / "metrics.json").is_file()}
-    pairs = sorted(
-        pairs + [pair for pair in previous if pair["run"] not in present],
-        key=lambda pair: pair["run"],
-    )
+    pairs = sorted(pairs + kept_pairs(out, study_dir), key=lambda pair: pair["run"])
     out.write_text(json.dumps(pairs, indent=1) + "\n")
     print(f"{out}: {len(pairs)} paired difference(s)")
     return 0

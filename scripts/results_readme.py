@@ -29,6 +29,7 @@ from vgp_bench.analysis.report.runs import (
     RunRecord,
     chosen_evaluation,
     current_test_evaluations,
+    is_lost_snapshot,
     tests_at_current_step,
 )
 
@@ -547,6 +548,19 @@ def training_hours(metrics: dict[str, Any]) -> float | None:
     return seconds / 3600 if isinstance(seconds, int | float) and seconds > 0 else None
 
 
+def lost_note(study: str, name: str) -> str:
+    """Where the kept snapshots of a row's lost runs got to, in words ("" if it has none)."""
+    lost = sorted(
+        path.name
+        for path in (RESULTS / study / "runs").glob(f"{name}_lost*")
+        if re.fullmatch(rf"{re.escape(name)}_lost\d+_s\d+", path.name)
+    )
+    if not lost:
+        return ""
+    epochs = ", ".join(str(load(study, run)["epochs_completed"]) for run in lost)
+    return f"; lost with the checkout at epochs {epochs} (progress.md)"
+
+
 def convergence_table(study: str = C) -> str:
     """Each row at its stop: epochs, best validation bound, test IS and bound, how q uses its
     flexibility at the tested epoch; a row still training says where it is."""
@@ -561,11 +575,7 @@ def convergence_table(study: str = C) -> str:
         if not seeds:
             started = study_seeds(study, name)
             where = where_it_is(load(study, f"{name}_s{started[0]}")) if started else "queued"
-            lost = sorted((RESULTS / study / "runs").glob(f"{name}_lost*_s*"))
-            if lost:  # snapshots of runs lost with their checkouts (progress.md)
-                epochs = ", ".join(str(load(study, path.name)["epochs_completed"]) for path in lost)
-                where += f"; lost with the checkout at epochs {epochs} (progress.md)"
-            rows.append([label, "—", where, *["—"] * (len(header) - 3)])
+            rows.append([label, "—", where + lost_note(study, name), *["—"] * (len(header) - 3)])
             continue
         runs = [f"{name}_s{seed}" for seed in seeds]
         metrics = [load(study, run) for run in runs]
@@ -666,7 +676,7 @@ CALIBRATION_RUNS = [
 ]
 # runs of the protocol lost part-way, when the checkout they ran in was renewed between two
 # sessions: their last committed snapshots, never tested (the name marks them, `_lost<N>_s<seed>`)
-CALIBRATION_LOST = [run for run, _ in CALIBRATION_RUNS if "_lost" in run]
+CALIBRATION_LOST = [run for run, _ in CALIBRATION_RUNS if is_lost_snapshot(run)]
 CALIBRATION_TOLERANCE = 0.5  # nats: the study's target is the anchor within this
 
 
@@ -753,18 +763,22 @@ def best_so_far(study: str, run: str) -> dict[int, float]:
     return curve
 
 
+@functools.cache
 def lost_runs_agreement(after: int = 100, study: str = K) -> tuple[int, float, float]:
-    """How closely the lost runs of the protocol trained alike: the epochs all of them reached,
-    the largest gap between their best validation bounds so far after epoch `after`, and the
-    largest gap between their bounds epoch by epoch."""
+    """(epochs all lost protocol runs reached, largest gap of their best bounds so far after
+    epoch `after`, largest gap of their bounds epoch by epoch)."""
+    if len(CALIBRATION_LOST) < 2:
+        raise ValueError(f"{study}: fewer than two lost runs to compare: {CALIBRATION_LOST}")
     curves = [
         {int(e["epoch"]): float(e["valid_bound"]) for e in load(study, run)["history"]}
         for run in CALIBRATION_LOST
     ]
     bests = [best_so_far(study, run) for run in CALIBRATION_LOST]
     common = sorted(set.intersection(*(set(curve) for curve in curves)))
-    if len(curves) < 2 or not common or common != list(range(1, common[-1] + 1)):
-        raise ValueError(f"{study}: the lost runs share no first epochs: {CALIBRATION_LOST}")
+    if not common or common != list(range(1, common[-1] + 1)) or common[-1] <= after:
+        raise ValueError(
+            f"{study}: the lost runs {CALIBRATION_LOST} share no epochs 1..E with E > {after}"
+        )
     best_gap = max(max(b[e] for b in bests) - min(b[e] for b in bests) for e in common if e > after)
     epoch_gap = max(max(c[e] for c in curves) - min(c[e] for c in curves) for e in common)
     return common[-1], best_gap, epoch_gap

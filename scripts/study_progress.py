@@ -19,6 +19,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from vgp_bench.analysis.report.runs import is_lost_snapshot
 from vgp_bench.run.checkpoint import RunState
 from vgp_bench.run.early_stopping import EarlyStopping
 
@@ -83,8 +84,7 @@ def status_table(
             else "—"
         )
         counter = [str(epochs_without_gain(history, early_stopping[1]))] if early_stopping else []
-        # a run lost with its checkout keeps its last snapshot under a name with `_lost`
-        status = "lost (snapshot)" if "_lost" in name else str(metrics.get("status"))
+        status = "lost (snapshot)" if is_lost_snapshot(name) else str(metrics.get("status"))
         cells = [
             name, status, str(metrics.get("epochs_completed")),
             str(metrics.get("steps")), number((metrics.get("wall_time_s") or 0) / 3600, 1),

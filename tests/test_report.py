@@ -548,6 +548,30 @@ def test_curves_draw_a_panel_per_model_and_a_distinct_style_per_row(tmp_path: Pa
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_snapshot_of_a_lost_run_is_in_no_table_and_no_curve(tmp_path: Path) -> None:
+    """A folder named `<row>_lost<N>_s<seed>` (a study's last snapshot of a run lost with its
+    run folder) is listed apart as lost, even when finished and tested, and its curve is not
+    drawn in place of the live run of its setting and seed."""
+    from vgp_bench.analysis.report.runs import is_lost_snapshot, load_run
+
+    assert is_lost_snapshot("dlgm2_vgp_paper_lost2_s0")
+    assert not is_lost_snapshot("dlgm2_vgp_paper_s0") and not is_lost_snapshot("run_lostless_s0")
+    root = tmp_path / "study"
+    for name, valid in (("vae_s0", [-100.0]), ("vae_lost1_s0", [-100.0, -90.0, -80.0])):
+        folder = write_run(
+            root / name, model="dlgm1", inference="vae", seed=0, test=evaluated(90, 95)
+        )
+        metrics = json.loads((folder / "metrics.json").read_text())
+        metrics["history"] = [{"epoch": e, "valid_bound": v} for e, v in enumerate(valid, 1)]
+        (folder / "metrics.json").write_text(json.dumps(metrics))
+    lost = load_run(root / "vae_lost1_s0")
+    assert isinstance(lost, report.runs.Excluded) and lost.status == "lost"
+    assert "epoch 10" in lost.reason
+    assert isinstance(load_run(root / "vae_s0"), report.runs.Run)
+    panels = report.curves.curve_panels(sorted(root.iterdir()))
+    assert panels == {"DLGM 1hl": {"DLGM 1hl + VAE": [(1, -100.0)]}}
+
+
 def test_distinct_styles_never_repeat_a_colour_and_dash_pair() -> None:
     """Past the palette's length the dash pattern moves on, so pairs stay unique."""
     from vgp_bench.analysis.plots import COLOURS, DASHES, distinct_styles

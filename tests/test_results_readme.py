@@ -386,6 +386,9 @@ def test_a_run_tested_on_two_data_files_gets_the_paired_difference(
     measured = paired.read_text()
     assert load_script("paired_evaluations").main([str(tmp_path / "renewed"), str(paired)]) == 0
     assert paired.read_text() == measured and len(json.loads(measured)) == 1
+    # and measured again, not kept twice, while the folder is there
+    assert load_script("paired_evaluations").main([str(folder.parent), str(paired)]) == 0
+    assert paired.read_text() == measured
     (row,) = [
         calibration_cells(line, "burda_dlgm1_vae_format1_s0")
         for line in module.calibration_data_table().splitlines()
@@ -566,6 +569,12 @@ def test_two_rows_of_one_seed_get_their_difference_paired_over_the_test_images(
     assert load_script("paired_differences").main([str(renewed), str(out)]) == 0
     left = [(p["first"], p["second"]) for p in json.loads(out.read_text())]
     assert left == [(a, b) for i, a in enumerate(kept[1:], 1) for b in kept[i + 1 :]]
+    # two runs back with their files: their pair measured, sorted among the kept ones
+    shutil.copytree(runs / "dlgm1_vgp_linear_s0", renewed / "dlgm1_vgp_linear_s0")
+    shutil.copy(runs / "dlgm1_vae_s0" / "test_per_example_k5000.h5", renewed / "dlgm1_vae_s0")
+    assert load_script("paired_differences").main([str(renewed), str(out)]) == 0
+    left = [(p["first"], p["second"]) for p in json.loads(out.read_text())]
+    assert left == [("dlgm1_vae", "dlgm1_vgp_linear"), ("dlgm1_vgp_default", "dlgm2_vae")]
     assert load_script("paired_differences").main([str(runs), str(out)]) == 0
     assert out.read_text() == measured  # all measured again, in the same order
 

@@ -17,7 +17,7 @@ from vgp_bench.analysis.report.rows import (
     setting_of,
     sort_key,
 )
-from vgp_bench.analysis.report.runs import Run, read_config
+from vgp_bench.analysis.report.runs import Run, is_lost_snapshot, read_config
 from vgp_bench.divergence import is_finite_number
 from vgp_bench.run.metrics import read_record
 
@@ -53,10 +53,13 @@ def curve_panels(folders: Sequence[Path]) -> dict[str, dict[str, Curve]]:
 
     Runs are grouped and named as the tables name their rows; runs that differ only in how
     long they trained (or which checkpoint was tested) share a curve, and of several runs of
-    one setting and seed the longest history counts once. Unfinished runs are included.
+    one setting and seed the longest history counts once. Unfinished runs are included, the
+    kept snapshots of lost runs are not.
     """
     histories: dict[Setting, dict[int, list[tuple[int, float]]]] = defaultdict(dict)
     for folder in folders:
+        if is_lost_snapshot(folder.name):
+            continue
         try:
             metrics = read_record(folder / "metrics.json").data
             config = read_config(folder)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,14 @@ DEFAULT_ROOTS = ("outputs", "multirun")
 # it (`trivial_nll` in metrics.json): D log 2 nats.
 TRIVIAL_NLL = {"mnist": trivial_nll(784)}
 OWN_EVALUATION = "end of training"
+# a study keeps the last snapshot of a run lost with its run folder (a checkout renewed without
+# its git-ignored outputs/) as `<row>_lost<N>_s<seed>`: how far it came, in no table or curve
+LOST_SNAPSHOT = re.compile(r".+_lost\d+_s\d+")
+
+
+def is_lost_snapshot(name: str) -> bool:
+    """Whether a run folder's name marks the kept snapshot of a run that was lost."""
+    return LOST_SNAPSHOT.fullmatch(name) is not None
 
 
 @dataclass(frozen=True)
@@ -271,6 +280,11 @@ def load_run(folder: Path, include_diverged: bool = False) -> Run | Excluded:
     except (OSError, ValueError) as error:
         return Excluded(folder, "unreadable", one_line(f"metrics.json: {error}"))
     status = str(record.status if record.has("status") else "unknown")
+    if is_lost_snapshot(folder.name):
+        return Excluded(
+            folder, "lost", f"the last snapshot of a run lost with its run folder, epoch "
+            f"{record.epochs_completed}: kept as a record, in no table"
+        )  # fmt: skip
     if status != "finished":
         if record.error:
             return Excluded(folder, status, one_line(record.error))
