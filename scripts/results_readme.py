@@ -665,6 +665,92 @@ def convergence_differences_table(study: str = C) -> str:
     return table(header, rows)
 
 
+# the questions the study answers, each from one pair of rows (a - b, positive: b is better):
+# question, a, b, what b beating a means, what a beating b means
+CONVERGENCE_ANSWERS = {
+    "dlgm1": [
+        (
+            "Does the VGP beat the VAE at convergence?",
+            "dlgm1_vae",
+            "dlgm1_vgp_default",
+            "the default VGP beats the VAE",
+            "the VAE beats the default VGP",
+        ),
+        (
+            "Is it the GP?",
+            "dlgm1_vgp_linear",
+            "dlgm1_vgp_default",
+            "the GP adds to its control",
+            "the control without the GP beats the default VGP",
+        ),
+    ],
+}
+ANSWER_SEEDS = 3  # the seeds both rows of a pair have before the README answers from them
+
+
+def seeds_for_three_se(diff: float, se: float, seeds: int) -> float:
+    """The seeds a row would need for the difference to lie 3 standard errors from zero, at
+    the measured difference and spread between seeds (the standard error falls as
+    1/sqrt(seeds))."""
+    return math.inf if diff == 0 else seeds * (3 * se / diff) ** 2
+
+
+def seed_cost_hours(study: str, names: Sequence[str]) -> float:
+    """The training hours one more seed of each row costs: the mean over its tested seeds."""
+    total = 0.0
+    for name in names:
+        hours = [
+            training_hours(load(study, f"{name}_s{seed}")) for seed in tested_seeds(study, name)
+        ]
+        total += statistics.fmean(h for h in hours if h is not None)
+    return total
+
+
+def convergence_answer(study: str = C, family: str = "dlgm1", min_seeds: int = ANSWER_SEEDS) -> str:
+    """The answer to each question of a model's rows, in words from the differences over the
+    seeds both rows have: the difference and its standard error over seeds, the range 3
+    standard errors leave open, and the seeds a row would need where that range holds zero."""
+    pairs = CONVERGENCE_ANSWERS[family]
+    names = sorted({name for _, a, b, _, _ in pairs for name in (a, b)})
+    common = sorted(set.intersection(*(set(tested_seeds(study, name)) for name in names)))
+    if len(common) < min_seeds:
+        seeds = ", ".join(str(seed) for seed in common) or "none"
+        return (
+            f"Waiting for {min_seeds} seeds tested in every {family} row (tested in all of "
+            f"them so far: {seeds})."
+        )
+    lines = []
+    for question, a, b, b_better, a_better in pairs:
+        diff, se, per_seed = difference(a, b, common, "nll", study)
+        seeds = ", ".join(map(str, common))
+        label = next(label for label, x, y in CONVERGENCE_PAIRS if (x, y) == (a, b))
+        measured = (
+            f"{label.split(': ', 1)[1]}, test -log p(x) (IS) over seeds {seeds}: "
+            f"{difference_cell(diff, se)} (per seed {', '.join(signed(d) for d in per_seed)})"
+        )
+        if abs(diff) >= 3 * se:
+            verdict = b_better if diff > 0 else a_better
+            lines.append(f"- **{question}** Yes: {verdict}, beyond 3 SE. {measured}.")
+            continue
+        needed = seeds_for_three_se(diff, se, len(common))
+        need = (
+            f"about {needed:.0f} seeds a row"
+            if needed < 1000
+            else "more than a thousand seeds a row"
+        )
+        lines.append(
+            f"- **{question}** Not measurably: {measured}, within 3 SE of zero. 3 SE leave "
+            f"open anything from {signed(diff - 3 * se)} to {signed(diff + 3 * se)} nats; at "
+            f"this difference and spread between seeds, 3 SE would take {need}."
+        )
+    cost = seed_cost_hours(study, names)
+    lines.append(
+        f"- One more seed of the {len(names)} {family} rows costs {cost:.1f} training hours on "
+        "one core (the mean of the seeds tested), the validation and the tests on top."
+    )
+    return "\n".join(lines)
+
+
 K = "calibration"
 # the study's runs: name, what distinguishes it
 CALIBRATION_RUNS = [
@@ -1063,6 +1149,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "families": families_table,
     "convergence": convergence_table,
     "convergence-differences": convergence_differences_table,
+    "convergence-answer-dlgm1": convergence_answer,
     "calibration": calibration_table,
     "calibration-data": calibration_data_table,
     "calibration-differences": calibration_differences_table,

@@ -771,3 +771,59 @@ def test_the_draw_readme_costs_the_paper_form_from_the_measured_times() -> None:
     per_test = row["evaluation_cpu_hours"] / (row["test_images"] * row["test_is_samples"])
     assert found["test_h"] == pytest.approx(row["test_images"] * samples * per_test, rel=0.01)
     assert found["step_s"] == pytest.approx(row["step_ms"] / 1000)
+
+
+def test_the_convergence_answer_waits_for_three_seeds_then_reads_the_differences(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The dlgm1 answer waits until every dlgm1 row has three tested seeds; then a difference
+    beyond 3 standard errors over seeds is a yes in its direction, one within them is 'not
+    measurably' with the range 3 SE leave open and the seeds a row would need at the measured
+    difference and spread (SE falling as 1/sqrt(seeds)), and one more seed is costed from the
+    rows' training hours."""
+    module = script()
+    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    runs = tmp_path / "convergence" / "runs"
+    history = [{"epoch": 1, "valid_bound": -90.0}]
+    nll = {  # the VAE clearly behind; the control and the default VGP level
+        "dlgm1_vae": [91.0, 91.1, 91.2],
+        "dlgm1_vgp_default": [90.0, 90.3, 89.9],
+        "dlgm1_vgp_linear": [90.1, 90.0, 90.2],
+    }
+    hours = {"dlgm1_vae": 0.25, "dlgm1_vgp_default": 1.0, "dlgm1_vgp_linear": 0.5}
+
+    def add(name: str, seed: int) -> None:
+        test = evaluation_record(nll[name][seed], (0.25, 0.3), 5.0, 10000, 5000)
+        write_run(runs / f"{name}_s{seed}", "finished", history, 10, test)
+        record = json.loads((runs / f"{name}_s{seed}" / "metrics.json").read_text())
+        record["wall_time_s"] = 3600 * hours[name]
+        (runs / f"{name}_s{seed}" / "metrics.json").write_text(json.dumps(record))
+
+    for name in nll:
+        for seed in (0, 1):
+            add(name, seed)
+    add("dlgm1_vae", 2)
+    waiting = module.convergence_answer()
+    assert waiting.startswith("Waiting for 3 seeds") and waiting.endswith("so far: 0, 1).")
+    add("dlgm1_vgp_default", 2)
+    add("dlgm1_vgp_linear", 2)
+    lines = module.convergence_answer().splitlines()
+    assert len(lines) == 3
+    diff, se, _ = module.difference(
+        "dlgm1_vae", "dlgm1_vgp_default", [0, 1, 2], "nll", "convergence"
+    )
+    assert diff == pytest.approx(1.0333333) and diff > 3 * se
+    assert "Yes: the default VGP beats the VAE, beyond 3 SE" in lines[0]
+    assert (
+        module.difference_cell(diff, se) in lines[0]
+        and "(per seed +1.00, +0.80, +1.30)" in lines[0]
+    )
+    diff, se, _ = module.difference(
+        "dlgm1_vgp_linear", "dlgm1_vgp_default", [0, 1, 2], "nll", "convergence"
+    )
+    assert "Not measurably" in lines[1] and abs(diff) < 3 * se
+    low, high = module.signed(diff - 3 * se), module.signed(diff + 3 * se)
+    assert f"anything from {low} to {high} nats" in lines[1]
+    assert f"about {3 * (3 * se / diff) ** 2:.0f} seeds a row" in lines[1]
+    assert "One more seed of the 3 dlgm1 rows costs 1.8 training hours" in lines[2]
+    assert module.seeds_for_three_se(0.0, 0.1, 3) == math.inf
