@@ -632,6 +632,12 @@ def paired_cells(study: str, a: str, b: str, seeds: Sequence[int]) -> str:
     return "; ".join(cells)
 
 
+def beyond_three_se(diff: float, se: float) -> bool:
+    """Whether a difference lies 3 standard errors or more from zero: the study's test for a
+    difference that needs no more seeds."""
+    return abs(diff) >= 3 * se
+
+
 def convergence_differences_table(study: str = C) -> str:
     """Differences of the test means over the seeds both rows have, and whether they call for
     more seeds (within 3 standard errors of zero); each seed's difference paired over the test
@@ -647,7 +653,7 @@ def convergence_differences_table(study: str = C) -> str:
         if len(seeds) == 1:
             verdict = "one seed: its SE is the test images' only; more seeds"
         else:
-            verdict = "more seeds" if abs(is_diff) < 3 * is_se else "beyond 3 SE"
+            verdict = "beyond 3 SE" if beyond_three_se(is_diff, is_se) else "more seeds"
         rows.append(
             [
                 label,
@@ -728,7 +734,7 @@ def convergence_answer(study: str = C, family: str = "dlgm1", min_seeds: int = A
             f"{label.split(': ', 1)[1]}, test -log p(x) (IS) over seeds {seeds}: "
             f"{difference_cell(diff, se)} (per seed {', '.join(signed(d) for d in per_seed)})"
         )
-        if abs(diff) >= 3 * se:
+        if beyond_three_se(diff, se):
             verdict = b_better if diff > 0 else a_better
             lines.append(f"- **{question}** Yes: {verdict}, beyond 3 SE. {measured}.")
             continue
