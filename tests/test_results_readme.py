@@ -827,3 +827,73 @@ def test_the_convergence_answer_waits_for_three_seeds_then_reads_the_differences
     assert f"about {3 * (3 * se / diff) ** 2:.0f} seeds a row" in lines[1]
     assert "One more seed of the 3 dlgm1 rows costs 1.8 training hours" in lines[2]
     assert module.seeds_for_three_se(0.0, 0.1, 3) == math.inf
+
+
+def test_the_dlgm2_answer_reads_one_seed_against_dlgm1s_spread_between_seeds(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """dlgm2 is answered from one seed: each difference, also paired over the test images, is
+    set against 3 standard deviations between seeds of the same question's dlgm1 difference; a
+    yes says how much wider dlgm2's seeds would have to spread to undo it, and with no dlgm1
+    spread measured the answer says it cannot be read yet."""
+    module = script()
+    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    history = [{"epoch": 1, "valid_bound": -90.0}]
+    nll = {
+        "dlgm1_vae": [91.0, 91.1, 91.2],
+        "dlgm1_vgp_default": [90.0, 90.3, 89.9],  # VAE - default: +1.0, +0.8, +1.3
+        "dlgm1_vgp_linear": [90.1, 90.0, 90.2],  # control - default: +0.1, -0.3, +0.3
+        "dlgm2_vae": [99.5],
+        "dlgm2_vgp_paper": [95.0],
+        "dlgm2_vgp_paper_affine": [95.4],
+    }
+
+    def add(study: str, name: str, seed: int) -> None:
+        test = evaluation_record(nll[name][seed], (0.25, 0.3), 5.0, 10000, 5000)
+        test["per_example_file"] = "test_per_example_k5000.h5"
+        folder = tmp_path / study / "runs" / f"{name}_s{seed}"
+        write_run(folder, "finished", history, 10, test)
+        record = json.loads((folder / "metrics.json").read_text())
+        (folder / "metrics.json").write_text(json.dumps({**record, "wall_time_s": 7200}))
+
+    files = ["test_per_example_k5000.h5"] * 2
+    paired = [  # the twin's pair stored the other way round: its sign turns
+        {"seed": 0, "first": "dlgm2_vae", "second": "dlgm2_vgp_paper", "files": files,
+         "nll": {"difference": 4.5, "paired_se": 0.05}},
+        {"seed": 0, "first": "dlgm2_vgp_paper", "second": "dlgm2_vgp_paper_affine",
+         "files": files, "nll": {"difference": -0.4, "paired_se": 0.03}},
+    ]  # fmt: skip
+    for study, dlgm1_seeds in (("convergence", (0, 1, 2)), ("one-dlgm1-seed", (0,))):
+        for name in ("dlgm1_vae", "dlgm1_vgp_default", "dlgm1_vgp_linear"):
+            for seed in dlgm1_seeds:
+                add(study, name, seed)
+        add(study, "dlgm2_vae", 0)
+        add(study, "dlgm2_vgp_paper", 0)
+        (tmp_path / study / "paired_differences.json").write_text(json.dumps(paired))
+    waiting = module.convergence_answer(family="dlgm2")
+    assert waiting == (
+        "Waiting for 1 seed tested in every dlgm2 row (tested in all of them so far: none)."
+    )
+    add("convergence", "dlgm2_vgp_paper_affine", 0)
+    add("one-dlgm1-seed", "dlgm2_vgp_paper_affine", 0)
+    lines = module.convergence_answer(family="dlgm2").splitlines()
+    assert len(lines) == 3
+    spread = statistics.stdev([1.0, 0.8, 1.3])
+    assert module.seed_spread("convergence", "dlgm1", "Does the VGP beat the VAE at convergence?")[
+        0
+    ] == pytest.approx(spread)
+    assert "Yes if dlgm2's seeds spread like dlgm1's: the paper's VGP beats the VAE" in lines[0]
+    assert "of seed 0: +4.50 (paired over the test images: +4.50 ± 0.050 (90 SE))" in lines[0]
+    assert f"deviation of {spread:.2f} nats, and this one is {4.5 / spread:.1f} times" in lines[0]
+    assert f"spreading {4.5 / (3 * spread):.1f} times as widely" in lines[0]
+    assert lines[0].endswith("to bring it within 3 standard deviations of zero.")
+    spread = statistics.stdev([0.1, -0.3, 0.3])
+    assert "Not measurably with one seed" in lines[1] and 3 * spread > 0.4
+    assert "of seed 0: +0.40 (paired over the test images: +0.40 ± 0.030 (13 SE))" in lines[1]
+    assert f"this one is {0.4 / spread:.1f} times that, within the 3" in lines[1]
+    assert "One more seed of the 3 dlgm2 rows costs 6.0 training hours" in lines[2]
+    unanswered = module.convergence_answer("one-dlgm1-seed", family="dlgm2").splitlines()
+    assert all(
+        "Not answerable yet" in line and "measured neither on dlgm2 nor on dlgm1" in line
+        for line in unanswered[:2]
+    )
