@@ -745,12 +745,12 @@ def seed_spread(study: str, family: str, question: str) -> tuple[float, list[int
 
 
 def one_seed_answer(
-    study: str, family: str, question: str, rows: tuple[str, str], verdicts: tuple[str, str]
-) -> str:
+    study: str, family: str, question: str, rows: tuple[str, str], verdicts: tuple[str, str],
+    seed: int,
+) -> str:  # fmt: skip
     """A question answered from one seed: the difference, paired over the test images, against
     3 times the spread between seeds the yardstick model measured for the same question."""
     a, b = rows
-    seed = tested_seeds(study, a)[0]
     diff = difference(a, b, [seed], "nll", study)[0]
     label = next(label for label, x, y in CONVERGENCE_PAIRS if (x, y) == (a, b))
     tests = (test_of(study, f"{a}_s{seed}"), test_of(study, f"{b}_s{seed}"))
@@ -804,7 +804,8 @@ def convergence_answer(study: str = C, family: str = "dlgm1", min_seeds: int | N
     lines = []
     for question, a, b, b_better, a_better in pairs:
         if len(common) == 1:
-            lines.append(one_seed_answer(study, family, question, (a, b), (b_better, a_better)))
+            verdicts = (b_better, a_better)
+            lines.append(one_seed_answer(study, family, question, (a, b), verdicts, common[0]))
             continue
         diff, se, per_seed = difference(a, b, common, "nll", study)
         seeds = ", ".join(map(str, common))
