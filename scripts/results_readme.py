@@ -956,6 +956,28 @@ def lost_runs_agreement(after: int = 100, study: str = K) -> tuple[int, float, f
     return common[-1], best_gap, epoch_gap
 
 
+def repeat_of(study: str, run: str, other: str) -> str:
+    """How a run's validation curve compares with an earlier run's of the same protocol and
+    seed over the epochs both have, in words: exactly, or within the largest gap."""
+    curves = [
+        {int(e["epoch"]): float(e["valid_bound"]) for e in load(study, name)["history"]}
+        for name in (run, other)
+    ]
+    common = sorted(set(curves[0]) & set(curves[1]))
+    if not common:
+        return f"has no epoch in common with `{other}` yet"
+    gap = max(abs(curves[0][e] - curves[1][e]) for e in common)
+    if gap == 0:
+        return (
+            f"repeats `{other}`'s validation bound exactly, to the last digit, at each of the "
+            f"{len(common)} epochs both have"
+        )
+    return (
+        f"differs from `{other}`'s validation bound by at most {gap:.2f} nats over the "
+        f"{len(common)} epochs both have"
+    )
+
+
 def data_format(dataset: dict[str, Any]) -> str:
     """The data file a run or an evaluation read, in words: its format and content digest."""
     digest = dataset.get("content_sha256")
@@ -1342,6 +1364,10 @@ VALUES: dict[str, Callable[[], str]] = {
     "calibration.lost.epochs": lambda: str(lost_runs_agreement()[0]),
     "calibration.lost.best_gap": lambda: f"{lost_runs_agreement()[1]:.2f}",
     "calibration.lost.epoch_gap": lambda: f"{lost_runs_agreement()[2]:.2f}",
+    "calibration.repeat": lambda: repeat_of(K, "burda_dlgm1_vae_s0", CALIBRATION_LOST[-1]),
+    "convergence.paper.repeat": lambda: repeat_of(
+        C, "dlgm2_vgp_paper_s0", "dlgm2_vgp_paper_lost2_s0"
+    ),
     "convergence.min_delta": lambda: convergence_setting("trainer.early_stopping.min_delta"),
     "dlgm2.lead.min": lambda: f"{min(dlgm2_leads()):.2f}",
     "dlgm2.lead.max": lambda: f"{max(dlgm2_leads()):.2f}",

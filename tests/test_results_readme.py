@@ -898,3 +898,29 @@ def test_the_dlgm2_answer_reads_one_seed_against_dlgm1s_spread_between_seeds(
         "Not answerable yet" in line and "measured neither on dlgm2 nor on dlgm1" in line
         for line in unanswered[:2]
     )
+
+
+def test_a_run_is_compared_with_the_lost_run_it_repeats(tmp_path: Path, monkeypatch: Any) -> None:
+    """repeat_of says whether a run's validation curve equals an earlier run's at every epoch
+    both have, or by how much it differs at most, or that they share no epoch yet."""
+    module = script()
+    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    runs = tmp_path / "study" / "runs"
+
+    def curve(values: list[float]) -> list[dict[str, Any]]:
+        return [{"epoch": e + 1, "valid_bound": v} for e, v in enumerate(values)]
+
+    write_run(runs / "lost_s0", "unfinished", curve([-100.0, -99.0, -98.5, -98.2]), 10, None)
+    write_run(runs / "same_s0", "running", curve([-100.0, -99.0, -98.5]), 10, None)
+    write_run(runs / "other_s0", "running", curve([-100.0, -99.25, -98.4, -98.2, -98.0]), 10, None)
+    write_run(runs / "new_s0", "running", [], 10, None)
+    assert module.repeat_of("study", "same_s0", "lost_s0") == (
+        "repeats `lost_s0`'s validation bound exactly, to the last digit, at each of the 3 "
+        "epochs both have"
+    )
+    assert module.repeat_of("study", "other_s0", "lost_s0") == (
+        "differs from `lost_s0`'s validation bound by at most 0.25 nats over the 4 epochs both have"
+    )
+    assert module.repeat_of("study", "new_s0", "lost_s0") == (
+        "has no epoch in common with `lost_s0` yet"
+    )
