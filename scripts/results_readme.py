@@ -601,12 +601,11 @@ def convergence_table(study: str = C) -> str:
 NO_PAIR = "— (no pair of per-example files)"  # not kept, or other test data or images
 
 
-def paired_cell(
+def paired_values(
     study: str, rows: tuple[str, str], seed: int, tests: tuple[dict, dict], key: str
-) -> str:
-    """Row a minus row b (`rows`) of one seed, between the two evaluations `tests` (the ones
-    the table's unpaired difference uses), with its standard error paired over the test
-    images, as scripts/paired_differences.py computed it from their per-example files."""
+) -> tuple[float, float] | None:
+    """Row a minus row b (`rows`) of one seed between the evaluations `tests` and its standard
+    error paired over the test images, from scripts/paired_differences.py (None: no pair)."""
     path = RESULTS / study / "paired_differences.json"
     files = [test.get("per_example_file") for test in tests]
     for pair in json.loads(path.read_text()) if path.is_file() else []:
@@ -618,9 +617,17 @@ def paired_cell(
             sign = -1.0
         else:
             continue
-        paired = pair[key]
-        return difference_cell(sign * paired["difference"], paired["paired_se"], digits=3)
-    return NO_PAIR
+        return sign * pair[key]["difference"], pair[key]["paired_se"]
+    return None
+
+
+def paired_cell(
+    study: str, rows: tuple[str, str], seed: int, tests: tuple[dict, dict], key: str
+) -> str:
+    """One seed's difference of `rows` with its standard error paired over the test images (the
+    evaluations `tests` the table's unpaired difference uses)."""
+    paired = paired_values(study, rows, seed, tests, key)
+    return NO_PAIR if paired is None else difference_cell(*paired, digits=3)
 
 
 def paired_cells(study: str, a: str, b: str, seeds: Sequence[int]) -> str:
@@ -711,9 +718,10 @@ CONVERGENCE_ANSWERS = {
 # of its rows costs about 2 training hours); dlgm2 one, what the machine affords (its paper form
 # and twin train for half a day of one core or more each)
 ANSWER_SEEDS = {"dlgm1": 3, "dlgm2": 1}
-# a model answered from one seed borrows the spread between seeds of each question from this
-# model's three, as a yardstick, and says so
+# a model answered from fewer than SPREAD_SEEDS seeds borrows the spread between seeds of each
+# question from this model, as a yardstick, and says so
 YARDSTICK = {"dlgm2": "dlgm1"}
+SPREAD_SEEDS = 3  # the fewest seeds whose own spread a model's answer is read against
 
 
 def seeds_for_three_se(diff: float, se: float, seeds: int) -> float:
@@ -734,54 +742,129 @@ def seed_cost_hours(study: str, names: Sequence[str]) -> float:
     return total
 
 
+def answer_rows(family: str, question: str) -> tuple[str, str]:
+    """The two rows (a, b) whose difference a - b answers a model's question."""
+    for asked, a, b, _, _ in CONVERGENCE_ANSWERS[family]:
+        if asked == question:
+            return a, b
+    raise ValueError(f"the {family} answer asks no question {question!r}")
+
+
+def answer_seeds(study: str, family: str) -> list[int]:
+    """The seeds tested in every row of a model's answer."""
+    names = {name for _, a, b, _, _ in CONVERGENCE_ANSWERS[family] for name in (a, b)}
+    return sorted(set.intersection(*(set(tested_seeds(study, name)) for name in names)))
+
+
+def chi_square_cdf(x: float, dof: int) -> float:
+    """P(X <= x) for X chi-square with `dof` degrees of freedom: the regularised lower
+    incomplete gamma function P(dof / 2, x / 2), by its power series."""
+    if x <= 0:
+        return 0.0
+    shape, half = dof / 2, x / 2
+    term = total = 1 / shape
+    n = 0
+    while term > 1e-16 * total:
+        n += 1
+        term *= half / (shape + n)
+        total += term
+    return min(1.0, math.exp(shape * math.log(half) - half - math.lgamma(shape)) * total)
+
+
+def chi_square_quantile(probability: float, dof: int) -> float:
+    """The x with P(X <= x) = `probability` for X chi-square with `dof` degrees of freedom."""
+    low, high = 0.0, float(dof)
+    while chi_square_cdf(high, dof) < probability:
+        high *= 2
+    for _ in range(200):
+        middle = (low + high) / 2
+        low, high = (middle, high) if chi_square_cdf(middle, dof) < probability else (low, middle)
+    return (low + high) / 2
+
+
+def deviation_interval(seeds: int, level: float = 0.95) -> tuple[float, float]:
+    """The `level` confidence interval of a normal standard deviation estimated from `seeds`
+    values, as factors of the estimate: sqrt(dof / chi-square quantiles), dof = seeds - 1."""
+    dof, tail = seeds - 1, (1 - level) / 2
+    upper, lower = chi_square_quantile(1 - tail, dof), chi_square_quantile(tail, dof)
+    return math.sqrt(dof / upper), math.sqrt(dof / lower)
+
+
 def seed_spread(study: str, family: str, question: str) -> tuple[float, list[int]] | None:
-    """The standard deviation between seeds of a question's IS difference on a model, and the
-    seeds it comes from (None with fewer than two seeds tested in both rows)."""
-    (a, b) = next((a, b) for q, a, b, _, _ in CONVERGENCE_ANSWERS[family] if q == question)
-    seeds = sorted(set(tested_seeds(study, a)) & set(tested_seeds(study, b)))
+    """The standard deviation between seeds of a question's IS difference on a model, over the
+    seeds its answer reads, and those seeds (None with fewer than two)."""
+    seeds = answer_seeds(study, family)
     if len(seeds) < 2:
         return None
+    a, b = answer_rows(family, question)
     return statistics.stdev(difference(a, b, seeds, "nll", study)[2]), seeds
 
 
-def one_seed_answer(
-    study: str, family: str, question: str, rows: tuple[str, str], verdicts: tuple[str, str],
-    seed: int,
-) -> str:  # fmt: skip
-    """A question answered from one seed: the difference, paired over the test images, against
-    3 times the spread between seeds the yardstick model measured for the same question."""
-    a, b = rows
-    diff = difference(a, b, [seed], "nll", study)[0]
+def test_image_noise(study: str, rows: tuple[str, str], seeds: Sequence[int]) -> str:
+    """Each seed's IS difference of `rows` with its standard error paired over the test images:
+    the test images' noise alone, none of the seeds'."""
+    cells = []
+    for seed in seeds:
+        tests = (test_of(study, f"{rows[0]}_s{seed}"), test_of(study, f"{rows[1]}_s{seed}"))
+        paired = paired_values(study, rows, seed, tests, "nll")
+        noise = NO_PAIR if paired is None else f"{signed(paired[0])} ± {paired[1]:.3f}"
+        cells.append(f"seed {seed}: {noise}")
+    return "; ".join(cells)
+
+
+def yardstick_answer(
+    study: str, family: str, question: str, verdicts: tuple[str, str], seeds: Sequence[int]
+) -> str:
+    """A question answered from fewer seeds than measure their own spread: the mean difference
+    against 3 standard errors of the yardstick model's spread between seeds, with how far that
+    spread is known."""
+    a, b = answer_rows(family, question)
+    diff = difference(a, b, seeds, "nll", study)[0]
     label = next(label for label, x, y in CONVERGENCE_PAIRS if (x, y) == (a, b))
-    tests = (test_of(study, f"{a}_s{seed}"), test_of(study, f"{b}_s{seed}"))
+    of_seeds = (
+        f"seed {seeds[0]}" if len(seeds) == 1 else f"mean of seeds {', '.join(map(str, seeds))}"
+    )
     measured = (
-        f"{label.split(': ', 1)[1]}, test -log p(x) (IS) of seed {seed}: {signed(diff)} "
-        f"(paired over the test images: {paired_cell(study, rows, seed, tests, 'nll')})"
+        f"{label.split(': ', 1)[1]}, test -log p(x) (IS), {of_seeds}: {signed(diff)} (paired "
+        f"over the test images, their noise only: {test_image_noise(study, (a, b), seeds)})"
     )
     other = YARDSTICK[family]
     spread = seed_spread(study, other, question)
-    if spread is None:
+    if spread is None or spread[0] == 0:
+        missing = "has fewer than two seeds" if spread is None else "does not spread over its seeds"
         return (
-            f"- **{question}** Not answerable yet: {measured}; the spread between seeds is "
-            f"measured neither on {family} nor on {other}."
+            f"- **{question}** Not answerable yet: {measured}. The spread between seeds is not "
+            f"measured on {family}, and {other}'s same difference {missing}."
         )
-    deviation, seeds = spread
+    deviation, other_seeds = spread
+    se = deviation / math.sqrt(len(seeds))
+    low, high = deviation_interval(len(other_seeds))
+    ratio = abs(diff) / se
     yardstick = (
-        f"The spread between seeds is not measured on {family}; {other}'s same difference "
-        f"spreads over its seeds {', '.join(map(str, seeds))} with a standard deviation of "
-        f"{deviation:.2f} nats, and this one is {abs(diff) / deviation:.1f} times that"
+        f"The spread between seeds is not measured on {family}. {other}'s same difference has a "
+        f"standard deviation of {deviation:.2f} nats over its seeds "
+        f"{', '.join(map(str, other_seeds))} (95% interval {low * deviation:.2f} to "
+        f"{high * deviation:.2f}, from {len(other_seeds)} seeds); by it, this difference's "
+        f"standard error is {se:.2f} nats and the difference {ratio:.1f} of them"
     )
-    if beyond_three_se(diff, deviation):
-        verdict = verdicts[0] if diff > 0 else verdicts[1]
+    if not beyond_three_se(diff, se):
         return (
-            f"- **{question}** Yes if {family}'s seeds spread like {other}'s: {verdict}. "
-            f"{measured}. {yardstick}: seeds spreading "
-            f"{abs(diff) / (3 * deviation):.1f} times as widely would be needed to bring it "
-            "within 3 standard deviations of zero."
+            f"- **{question}** Not measurably with {len(seeds)} seed"
+            f"{'s' if len(seeds) > 1 else ''}: {measured}. {yardstick}, within 3 of zero: "
+            f"3 leave open anything from {signed(diff - 3 * se)} to {signed(diff + 3 * se)} "
+            "nats."
+        )
+    verdict = verdicts[0] if diff > 0 else verdicts[1]
+    if ratio / 3 >= high:
+        return (
+            f"- **{question}** Yes: {verdict}, beyond 3 standard errors even if {family}'s "
+            f"seeds spread as widely as the top of {other}'s interval. {measured}. {yardstick}."
         )
     return (
-        f"- **{question}** Not measurably with one seed: {measured}. {yardstick}, within the "
-        f"3 standard deviations that one seed leaves open."
+        f"- **{question}** Yes if {family}'s seeds spread like {other}'s: {verdict}. "
+        f"{measured}. {yardstick}. Seeds spreading {ratio / 3:.1f} times as widely as "
+        f"{other}'s estimate, inside its interval, would bring it within 3 standard errors "
+        "of zero."
     )
 
 
@@ -789,11 +872,11 @@ def convergence_answer(study: str = C, family: str = "dlgm1", min_seeds: int | N
     """The answer to each question of a model's rows, in words from the differences over the
     seeds both rows have: the difference and its standard error over seeds, the range 3
     standard errors leave open, and the seeds a row would need where that range holds zero;
-    from one seed, against the yardstick model's spread between seeds."""
+    from fewer seeds, against the yardstick model's spread between seeds."""
     min_seeds = ANSWER_SEEDS[family] if min_seeds is None else min_seeds
     pairs = CONVERGENCE_ANSWERS[family]
     names = sorted({name for _, a, b, _, _ in pairs for name in (a, b)})
-    common = sorted(set.intersection(*(set(tested_seeds(study, name)) for name in names)))
+    common = answer_seeds(study, family)
     if len(common) < min_seeds:
         seeds = ", ".join(str(seed) for seed in common) or "none"
         return (
@@ -803,9 +886,9 @@ def convergence_answer(study: str = C, family: str = "dlgm1", min_seeds: int | N
         )
     lines = []
     for question, a, b, b_better, a_better in pairs:
-        if len(common) == 1:
+        if len(common) < SPREAD_SEEDS and family in YARDSTICK:
             verdicts = (b_better, a_better)
-            lines.append(one_seed_answer(study, family, question, (a, b), verdicts, common[0]))
+            lines.append(yardstick_answer(study, family, question, verdicts, common))
             continue
         diff, se, per_seed = difference(a, b, common, "nll", study)
         seeds = ", ".join(map(str, common))

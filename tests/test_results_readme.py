@@ -832,72 +832,120 @@ def test_the_convergence_answer_waits_for_three_seeds_then_reads_the_differences
 def test_the_dlgm2_answer_reads_one_seed_against_dlgm1s_spread_between_seeds(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
-    """dlgm2 is answered from one seed: each difference, also paired over the test images, is
-    set against 3 standard deviations between seeds of the same question's dlgm1 difference; a
-    yes says how much wider dlgm2's seeds would have to spread to undo it, and with no dlgm1
-    spread measured the answer says it cannot be read yet."""
+    """dlgm2 is answered from the seed all its rows share: each difference (with the test
+    images' noise paired over them) is set against 3 standard errors from dlgm1's standard
+    deviation between seeds of the same question, whose 95% interval from three seeds is given;
+    a yes holds at the top of that interval or says how much wider a spread would undo it, and
+    with no dlgm1 spread the answer says it cannot be read yet."""
     module = script()
     monkeypatch.setattr(module, "RESULTS", tmp_path)
     history = [{"epoch": 1, "valid_bound": -90.0}]
-    nll = {
+    dlgm1 = {
         "dlgm1_vae": [91.0, 91.1, 91.2],
         "dlgm1_vgp_default": [90.0, 90.3, 89.9],  # VAE - default: +1.0, +0.8, +1.3
         "dlgm1_vgp_linear": [90.1, 90.0, 90.2],  # control - default: +0.1, -0.3, +0.3
-        "dlgm2_vae": [99.5, 80.0],  # seed 1 of the VAE alone: not a seed of the answer
-        "dlgm2_vgp_paper": [95.0],
-        "dlgm2_vgp_paper_affine": [95.4],
     }
 
-    def add(study: str, name: str, seed: int) -> None:
-        test = evaluation_record(nll[name][seed], (0.25, 0.3), 5.0, 10000, 5000)
-        test["per_example_file"] = "test_per_example_k5000.h5"
+    def add(study: str, name: str, seed: int, nll: float | None) -> None:
         folder = tmp_path / study / "runs" / f"{name}_s{seed}"
+        if nll is None:  # training: a folder, no test
+            write_run(folder, "running", history, 10, None)
+            return
+        test = evaluation_record(nll, (0.25, 0.3), 5.0, 10000, 5000)
+        test["per_example_file"] = "test_per_example_k5000.h5"
         write_run(folder, "finished", history, 10, test)
         record = json.loads((folder / "metrics.json").read_text())
         (folder / "metrics.json").write_text(json.dumps({**record, "wall_time_s": 7200}))
 
     files = ["test_per_example_k5000.h5"] * 2
-    paired = [  # the twin's pair stored the other way round: its sign turns
-        {"seed": 0, "first": "dlgm2_vae", "second": "dlgm2_vgp_paper", "files": files,
-         "nll": {"difference": 4.5, "paired_se": 0.05}},
-        {"seed": 0, "first": "dlgm2_vgp_paper", "second": "dlgm2_vgp_paper_affine",
-         "files": files, "nll": {"difference": -0.4, "paired_se": 0.03}},
-    ]  # fmt: skip
-    for study, dlgm1_seeds in (("convergence", (0, 1, 2)), ("one-dlgm1-seed", (0,))):
-        for name in ("dlgm1_vae", "dlgm1_vgp_default", "dlgm1_vgp_linear"):
+
+    def pair(first: str, second: str, difference: float, se: float) -> dict[str, Any]:
+        return {"seed": 1, "first": first, "second": second, "files": files,
+                "nll": {"difference": difference, "paired_se": se}}  # fmt: skip
+
+    # dlgm2's rows share seed 1; the VAE also has a seed 0, which the answer must not read
+    cases = {
+        "convergence": ((0, 1, 2), 95.0, 95.4),  # a yes inside dlgm1's interval; a no
+        "robust": ((0, 1, 2), 93.0, 92.0),  # a yes beyond the interval; the twin ahead
+        "one-dlgm1-seed": ((0,), 95.0, 95.4),
+    }
+    for study, (dlgm1_seeds, paper, twin) in cases.items():
+        for name, values in dlgm1.items():
             for seed in dlgm1_seeds:
-                add(study, name, seed)
-        add(study, "dlgm2_vae", 0)
-        add(study, "dlgm2_vgp_paper", 0)
+                add(study, name, seed, values[seed])
+        add(study, "dlgm2_vae", 0, 80.0)
+        add(study, "dlgm2_vae", 1, 99.5)
+        add(study, "dlgm2_vgp_paper", 1, paper)
+        paired = [  # the twin's pair stored the other way round: its sign turns
+            pair("dlgm2_vae", "dlgm2_vgp_paper", 99.5 - paper, 0.05),
+            pair("dlgm2_vgp_paper", "dlgm2_vgp_paper_affine", paper - twin, 0.03),
+        ]
         (tmp_path / study / "paired_differences.json").write_text(json.dumps(paired))
-    waiting = module.convergence_answer(family="dlgm2")
-    assert waiting == (
+    add("convergence", "dlgm2_vgp_paper_affine", 1, None)
+    assert module.convergence_answer(family="dlgm2") == (
         "Waiting for 1 seed tested in every dlgm2 row (tested in all of them so far: none)."
     )
-    add("convergence", "dlgm2_vgp_paper_affine", 0)
-    add("one-dlgm1-seed", "dlgm2_vgp_paper_affine", 0)
-    add("convergence", "dlgm2_vae", 1)
+    for study, (_, _, twin) in cases.items():
+        add(study, "dlgm2_vgp_paper_affine", 1, twin)
+    module.load.cache_clear()  # the twin's record changed under the module's cache
+    low, high = module.deviation_interval(3)
+    assert (low, high) == pytest.approx(  # two degrees of freedom: chi-square is exponential
+        (math.sqrt(2 / (-2 * math.log(0.025))), math.sqrt(2 / (-2 * math.log(0.975))))
+    )
+    assert module.chi_square_quantile(0.975, 1) == pytest.approx(5.0239, abs=1e-4)
+    assert module.chi_square_quantile(0.05, 10) == pytest.approx(3.9403, abs=1e-4)
+
     lines = module.convergence_answer(family="dlgm2").splitlines()
     assert len(lines) == 3
     spread = statistics.stdev([1.0, 0.8, 1.3])
-    assert module.seed_spread("convergence", "dlgm1", "Does the VGP beat the VAE at convergence?")[
-        0
-    ] == pytest.approx(spread)
-    assert "Yes if dlgm2's seeds spread like dlgm1's: the paper's VGP beats the VAE" in lines[0]
-    assert "of seed 0: +4.50 (paired over the test images: +4.50 ± 0.050 (90 SE))" in lines[0]
-    assert f"deviation of {spread:.2f} nats, and this one is {4.5 / spread:.1f} times" in lines[0]
-    assert f"spreading {4.5 / (3 * spread):.1f} times as widely" in lines[0]
-    assert lines[0].endswith("to bring it within 3 standard deviations of zero.")
+    assert module.seed_spread("convergence", "dlgm1", "Is it the GP?")[0] == pytest.approx(
+        statistics.stdev([0.1, -0.3, 0.3])
+    )
+    assert lines[0].startswith(
+        "- **Does the VGP beat the VAE at convergence?** Yes if dlgm2's seeds spread like "
+        "dlgm1's: the paper's VGP beats the VAE. VAE - the paper's VGP, test -log p(x) (IS), "
+        "seed 1: +4.50 (paired over the test images, their noise only: seed 1: +4.50 ± 0.050)."
+    )
+    assert (
+        f"a standard deviation of {spread:.2f} nats over its seeds 0, 1, 2 (95% interval "
+        f"{low * spread:.2f} to {high * spread:.2f}, from 3 seeds); by it, this difference's "
+        f"standard error is {spread:.2f} nats and the difference {4.5 / spread:.1f} of them."
+    ) in lines[0]
+    assert 4.5 / spread / 3 < high
+    assert f"Seeds spreading {4.5 / spread / 3:.1f} times as widely" in lines[0]
     spread = statistics.stdev([0.1, -0.3, 0.3])
-    assert "Not measurably with one seed" in lines[1] and 3 * spread > 0.4
-    assert "of seed 0: +0.40 (paired over the test images: +0.40 ± 0.030 (13 SE))" in lines[1]
-    assert f"this one is {0.4 / spread:.1f} times that, within the 3" in lines[1]
+    assert lines[1].startswith("- **Is it the GP?** Not measurably with 1 seed: twin - ")
+    assert "seed 1: +0.40 (paired over the test images, their noise only: seed 1: +0.40" in lines[1]
+    assert (
+        f"and the difference {0.4 / spread:.1f} of them, within 3 of zero: 3 leave open "
+        f"anything from {module.signed(0.4 - 3 * spread)} to {module.signed(0.4 + 3 * spread)}"
+    ) in lines[1]
     assert "One more seed of the 3 dlgm2 rows costs 6.0 training hours" in lines[2]
+
+    robust = module.convergence_answer("robust", family="dlgm2").splitlines()
+    assert 6.5 / statistics.stdev([1.0, 0.8, 1.3]) / 3 > high
+    assert robust[0].startswith(
+        "- **Does the VGP beat the VAE at convergence?** Yes: the paper's VGP beats the VAE, "
+        "beyond 3 standard errors even if dlgm2's seeds spread as widely as the top of dlgm1's "
+        "interval."
+    )
+    assert robust[1].startswith(
+        "- **Is it the GP?** Yes if dlgm2's seeds spread like dlgm1's: the twin without the GP "
+        "beats the paper's VGP."
+    )
+    assert (
+        "seed 1: -1.00 (paired over the test images, their noise only: seed 1: -1.00" in (robust[1])
+    )
     unanswered = module.convergence_answer("one-dlgm1-seed", family="dlgm2").splitlines()
     assert all(
-        "Not answerable yet" in line and "measured neither on dlgm2 nor on dlgm1" in line
+        "Not answerable yet" in line
+        and line.endswith(
+            "not measured on dlgm2, and dlgm1's same difference has fewer than two seeds."
+        )
         for line in unanswered[:2]
     )
+    with pytest.raises(ValueError, match="asks no question"):
+        module.answer_rows("dlgm2", "Is it the kernel?")
 
 
 def test_a_run_is_compared_with_the_lost_run_it_repeats(tmp_path: Path, monkeypatch: Any) -> None:
