@@ -622,21 +622,40 @@ def paired_values(
 
 
 def paired_cell(
-    study: str, rows: tuple[str, str], seed: int, tests: tuple[dict, dict], key: str
+    study: str,
+    rows: tuple[str, str],
+    seed: int,
+    tests: tuple[dict, dict],
+    key: str,
+    show: Callable[[float, float], str] = lambda diff, se: difference_cell(diff, se, digits=3),
 ) -> str:
     """One seed's difference of `rows` with its standard error paired over the test images (the
-    evaluations `tests` the table's unpaired difference uses)."""
+    evaluations `tests` the table's unpaired difference uses), written by `show`."""
     paired = paired_values(study, rows, seed, tests, key)
-    return NO_PAIR if paired is None else difference_cell(*paired, digits=3)
+    return NO_PAIR if paired is None else show(*paired)
 
 
-def paired_cells(study: str, a: str, b: str, seeds: Sequence[int]) -> str:
+def paired_cells(
+    study: str, a: str, b: str, seeds: Sequence[int], **show: Callable[[float, float], str]
+) -> str:
     """Each seed's IS difference a - b paired over the test images of its tests."""
     cells = []
     for seed in seeds:
         tests = (test_of(study, f"{a}_s{seed}"), test_of(study, f"{b}_s{seed}"))
-        cells.append(f"seed {seed}: {paired_cell(study, (a, b), seed, tests, 'nll')}")
+        cells.append(f"seed {seed}: {paired_cell(study, (a, b), seed, tests, 'nll', **show)}")
     return "; ".join(cells)
+
+
+def test_image_noise(diff: float, se: float) -> str:
+    """A difference with its standard error paired over the test images, without the ratio
+    that would read as the strength of a result: the test images' noise alone."""
+    return f"{signed(diff)} ± {se:.3f}"
+
+
+def pair_label(a: str, b: str) -> str:
+    """The words for the difference a - b of CONVERGENCE_PAIRS, without the model's name."""
+    label = next(label for label, x, y in CONVERGENCE_PAIRS if (x, y) == (a, b))
+    return label.split(": ", 1)[1]
 
 
 def beyond_three_se(diff: float, se: float) -> bool:
@@ -750,9 +769,14 @@ def answer_rows(family: str, question: str) -> tuple[str, str]:
     raise ValueError(f"the {family} answer asks no question {question!r}")
 
 
+def answer_names(family: str) -> list[str]:
+    """The rows a model's answer reads."""
+    return sorted({name for _, a, b, _, _ in CONVERGENCE_ANSWERS[family] for name in (a, b)})
+
+
 def answer_seeds(study: str, family: str) -> list[int]:
     """The seeds tested in every row of a model's answer."""
-    names = {name for _, a, b, _, _ in CONVERGENCE_ANSWERS[family] for name in (a, b)}
+    names = answer_names(family)
     return sorted(set.intersection(*(set(tested_seeds(study, name)) for name in names)))
 
 
@@ -800,18 +824,6 @@ def seed_spread(study: str, family: str, question: str) -> tuple[float, list[int
     return statistics.stdev(difference(a, b, seeds, "nll", study)[2]), seeds
 
 
-def test_image_noise(study: str, rows: tuple[str, str], seeds: Sequence[int]) -> str:
-    """Each seed's IS difference of `rows` with its standard error paired over the test images:
-    the test images' noise alone, none of the seeds'."""
-    cells = []
-    for seed in seeds:
-        tests = (test_of(study, f"{rows[0]}_s{seed}"), test_of(study, f"{rows[1]}_s{seed}"))
-        paired = paired_values(study, rows, seed, tests, "nll")
-        noise = NO_PAIR if paired is None else f"{signed(paired[0])} ± {paired[1]:.3f}"
-        cells.append(f"seed {seed}: {noise}")
-    return "; ".join(cells)
-
-
 def yardstick_answer(
     study: str, family: str, question: str, verdicts: tuple[str, str], seeds: Sequence[int]
 ) -> str:
@@ -820,13 +832,13 @@ def yardstick_answer(
     spread is known."""
     a, b = answer_rows(family, question)
     diff = difference(a, b, seeds, "nll", study)[0]
-    label = next(label for label, x, y in CONVERGENCE_PAIRS if (x, y) == (a, b))
     of_seeds = (
         f"seed {seeds[0]}" if len(seeds) == 1 else f"mean of seeds {', '.join(map(str, seeds))}"
     )
     measured = (
-        f"{label.split(': ', 1)[1]}, test -log p(x) (IS), {of_seeds}: {signed(diff)} (paired "
-        f"over the test images, their noise only: {test_image_noise(study, (a, b), seeds)})"
+        f"{pair_label(a, b)}, test -log p(x) (IS), {of_seeds}: {signed(diff)} (paired over "
+        f"the test images, their noise only: "
+        f"{paired_cells(study, a, b, seeds, show=test_image_noise)})"
     )
     other = YARDSTICK[family]
     spread = seed_spread(study, other, question)
@@ -875,7 +887,6 @@ def convergence_answer(study: str = C, family: str = "dlgm1", min_seeds: int | N
     from fewer seeds, against the yardstick model's spread between seeds."""
     min_seeds = ANSWER_SEEDS[family] if min_seeds is None else min_seeds
     pairs = CONVERGENCE_ANSWERS[family]
-    names = sorted({name for _, a, b, _, _ in pairs for name in (a, b)})
     common = answer_seeds(study, family)
     if len(common) < min_seeds:
         seeds = ", ".join(str(seed) for seed in common) or "none"
@@ -892,9 +903,8 @@ def convergence_answer(study: str = C, family: str = "dlgm1", min_seeds: int | N
             continue
         diff, se, per_seed = difference(a, b, common, "nll", study)
         seeds = ", ".join(map(str, common))
-        label = next(label for label, x, y in CONVERGENCE_PAIRS if (x, y) == (a, b))
         measured = (
-            f"{label.split(': ', 1)[1]}, test -log p(x) (IS) over seeds {seeds}: "
+            f"{pair_label(a, b)}, test -log p(x) (IS) over seeds {seeds}: "
             f"{difference_cell(diff, se)} (per seed {', '.join(signed(d) for d in per_seed)})"
         )
         if beyond_three_se(diff, se):
@@ -912,6 +922,7 @@ def convergence_answer(study: str = C, family: str = "dlgm1", min_seeds: int | N
             f"open anything from {signed(diff - 3 * se)} to {signed(diff + 3 * se)} nats; at "
             f"this difference and spread between seeds, 3 SE would take {need}."
         )
+    names = answer_names(family)
     cost = seed_cost_hours(study, names)
     lines.append(
         f"- One more seed of the {len(names)} {family} rows costs {cost:.1f} training hours on "
@@ -1019,15 +1030,17 @@ def best_so_far(study: str, run: str) -> dict[int, float]:
 
 
 @functools.cache
+def valid_curve(study: str, run: str) -> dict[int, float]:
+    """A run's validation bound by epoch."""
+    return {int(e["epoch"]): float(e["valid_bound"]) for e in load(study, run)["history"]}
+
+
 def lost_runs_agreement(after: int = 100, study: str = K) -> tuple[int, float, float]:
     """(epochs all lost protocol runs reached, largest gap of their best bounds so far after
     epoch `after`, largest gap of their bounds epoch by epoch)."""
     if len(CALIBRATION_LOST) < 2:
         raise ValueError(f"{study}: fewer than two lost runs to compare: {CALIBRATION_LOST}")
-    curves = [
-        {int(e["epoch"]): float(e["valid_bound"]) for e in load(study, run)["history"]}
-        for run in CALIBRATION_LOST
-    ]
+    curves = [valid_curve(study, run) for run in CALIBRATION_LOST]
     bests = [best_so_far(study, run) for run in CALIBRATION_LOST]
     common = sorted(set.intersection(*(set(curve) for curve in curves)))
     if not common or common != list(range(1, common[-1] + 1)) or common[-1] <= after:
@@ -1042,10 +1055,7 @@ def lost_runs_agreement(after: int = 100, study: str = K) -> tuple[int, float, f
 def repeat_of(study: str, run: str, other: str) -> str:
     """How a run's validation curve compares with an earlier run's of the same protocol and
     seed over the epochs both have, in words: exactly, or within the largest gap."""
-    curves = [
-        {int(e["epoch"]): float(e["valid_bound"]) for e in load(study, name)["history"]}
-        for name in (run, other)
-    ]
+    curves = [valid_curve(study, name) for name in (run, other)]
     common = sorted(set(curves[0]) & set(curves[1]))
     if not common:
         return f"has no epoch in common with `{other}` yet"

@@ -221,6 +221,18 @@ def evaluation_record(
     }
 
 
+def run_with_test(
+    folder: Path, nll: float, hours: float, per_example_file: str | None = None
+) -> None:
+    """A finished run of one epoch tested at S = 5000 on 10,000 images, trained for `hours`."""
+    test = evaluation_record(nll, (0.25, 0.3), 5.0, 10000, 5000)
+    if per_example_file is not None:
+        test["per_example_file"] = per_example_file
+    write_run(folder, "finished", [{"epoch": 1, "valid_bound": -90.0}], 10, test)
+    record = json.loads((folder / "metrics.json").read_text())
+    (folder / "metrics.json").write_text(json.dumps({**record, "wall_time_s": 3600 * hours}))
+
+
 FORMAT_2 = {"format_version": 2, "content_sha256": "c0ffee00" * 8}
 
 
@@ -784,7 +796,6 @@ def test_the_convergence_answer_waits_for_three_seeds_then_reads_the_differences
     module = script()
     monkeypatch.setattr(module, "RESULTS", tmp_path)
     runs = tmp_path / "convergence" / "runs"
-    history = [{"epoch": 1, "valid_bound": -90.0}]
     nll = {  # the VAE clearly behind; the control and the default VGP level
         "dlgm1_vae": [91.0, 91.1, 91.2],
         "dlgm1_vgp_default": [90.0, 90.3, 89.9],
@@ -793,11 +804,7 @@ def test_the_convergence_answer_waits_for_three_seeds_then_reads_the_differences
     hours = {"dlgm1_vae": 0.25, "dlgm1_vgp_default": 1.0, "dlgm1_vgp_linear": 0.5}
 
     def add(name: str, seed: int) -> None:
-        test = evaluation_record(nll[name][seed], (0.25, 0.3), 5.0, 10000, 5000)
-        write_run(runs / f"{name}_s{seed}", "finished", history, 10, test)
-        record = json.loads((runs / f"{name}_s{seed}" / "metrics.json").read_text())
-        record["wall_time_s"] = 3600 * hours[name]
-        (runs / f"{name}_s{seed}" / "metrics.json").write_text(json.dumps(record))
+        run_with_test(runs / f"{name}_s{seed}", nll[name][seed], hours[name])
 
     for name in nll:
         for seed in (0, 1):
@@ -851,11 +858,7 @@ def test_the_dlgm2_answer_reads_one_seed_against_dlgm1s_spread_between_seeds(
         if nll is None:  # training: a folder, no test
             write_run(folder, "running", history, 10, None)
             return
-        test = evaluation_record(nll, (0.25, 0.3), 5.0, 10000, 5000)
-        test["per_example_file"] = "test_per_example_k5000.h5"
-        write_run(folder, "finished", history, 10, test)
-        record = json.loads((folder / "metrics.json").read_text())
-        (folder / "metrics.json").write_text(json.dumps({**record, "wall_time_s": 7200}))
+        run_with_test(folder, nll, 2.0, "test_per_example_k5000.h5")
 
     files = ["test_per_example_k5000.h5"] * 2
 
