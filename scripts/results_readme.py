@@ -966,6 +966,29 @@ def calibration_verdict(difference_to_anchor: float, se: float) -> str:
     return f"misses: {abs(difference_to_anchor):.2f} nats {side}, {miss:.2f} beyond (SE {se:.2f})"
 
 
+def calibration_status(study: str = K) -> str:
+    """Where the protocol run stands, in words: training (its epoch), or its one test against
+    the anchor with the verdict."""
+    run = CALIBRATION_RUNS[0][0]
+    if not has_run(study, run):
+        return f"`{run}` not started"
+    metrics = load(study, run)
+    planned = int(run_setting(study, run, "trainer.epochs"))
+    seed = int(run_setting(study, run, "seed"))
+    epochs = metrics["epochs_completed"]
+    evaluation = chosen_evaluation(metrics)
+    if metrics.get("status") != "finished" or evaluation is None:
+        return f"`{run}` training (seed {seed}), epoch {epochs} of {planned}"
+    nll, nll_se = evaluation["nll"], evaluation["nll_stderr"]
+    difference_to_anchor = nll - calibration_anchor()
+    return (
+        f"`{run}` trained to the end ({epochs} of {planned} epochs, seed {seed}) and tested "
+        f"once: -log p(x) = {nll:.2f} ± {nll_se:.2f} (k = {evaluation['is_samples']}, "
+        f"{evaluation['n_examples']} test images), {signed(difference_to_anchor)} nats from "
+        f"the anchor: {calibration_verdict(difference_to_anchor, nll_se)}"
+    )
+
+
 def calibration_table(study: str = K) -> str:
     """Each calibration run: epochs, validation bounds, the test estimate against the anchor."""
     anchor = calibration_anchor()
@@ -1457,6 +1480,7 @@ VALUES: dict[str, Callable[[], str]] = {
     "calibration.lost.epochs": lambda: str(lost_runs_agreement()[0]),
     "calibration.lost.best_gap": lambda: f"{lost_runs_agreement()[1]:.2f}",
     "calibration.lost.epoch_gap": lambda: f"{lost_runs_agreement()[2]:.2f}",
+    "calibration.status": calibration_status,
     "calibration.repeat": lambda: repeat_of(K, "burda_dlgm1_vae_s0", CALIBRATION_LOST[-1]),
     "convergence.paper.repeat": lambda: repeat_of(
         C, "dlgm2_vgp_paper_s0", "dlgm2_vgp_paper_lost2_s0"

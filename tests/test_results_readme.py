@@ -255,7 +255,7 @@ def calibration_run(
     record = json.loads((folder / "metrics.json").read_text())
     record["dataset"] = dataset or FORMAT_2
     (folder / "metrics.json").write_text(json.dumps(record))
-    (folder / "config.yaml").write_text(f"trainer:\n  epochs: {planned}\n")
+    (folder / "config.yaml").write_text(f"seed: 0\ntrainer:\n  epochs: {planned}\n")
 
 
 def calibration_cells(text: str, run: str) -> list[str]:
@@ -282,6 +282,10 @@ def test_the_calibration_table_measures_each_run_against_the_anchor(
     assert cells[2:5] == ["format 2, c0ffee00", "30 of 30", "-99.95"]
     assert cells[5:8] == ["-97.10 (29)", "10000", "5000"]
     assert cells[8:] == ["87.06 ± 0.08", "91.06 ± 0.09", "+0.30", "within 0.5 nats"]
+    assert module.calibration_status("calibration-a").endswith(
+        "-log p(x) = 87.06 ± 0.08 (k = 5000, 10000 test images), +0.30 nats from the anchor: "
+        "within 0.5 nats"
+    )
     fixed = calibration_cells(text, "burda_dlgm1_vae_fixed_s0")
     assert fixed[3] == "12 of 3280" and fixed[6:] == ["training, epoch 12", *["—"] * 5]
 
@@ -291,6 +295,17 @@ def test_the_calibration_table_measures_each_run_against_the_anchor(
     cells = calibration_cells(text, "burda_dlgm1_vae_s0")
     assert cells[10:] == ["+1.25", "misses: 1.25 nats worse, 0.75 beyond (SE 0.08)"]
     assert calibration_cells(text, "burda_dlgm1_vae_fixed_s0")[3] == "not run"
+    assert module.calibration_status("calibration-b") == (
+        "`burda_dlgm1_vae_s0` trained to the end (30 of 30 epochs, seed 0) and tested once: "
+        "-log p(x) = 88.01 ± 0.08 (k = 5000, 10000 test images), +1.25 nats from the anchor: "
+        "misses: 1.25 nats worse, 0.75 beyond (SE 0.08)"
+    )
+    calibration_run(runs / "burda_dlgm1_vae_s0", "running", 12, None)
+    module.load.cache_clear()
+    assert module.calibration_status("calibration-b") == (
+        "`burda_dlgm1_vae_s0` training (seed 0), epoch 12 of 3280"
+    )
+    assert module.calibration_status("calibration-c") == "`burda_dlgm1_vae_s0` not started"
     assert "no run evaluated on other data yet" in module.calibration_data_table("calibration-b")
 
 
