@@ -989,6 +989,23 @@ def calibration_status(study: str = K) -> str:
     )
 
 
+def calibration_test(study: str = K) -> dict[str, Any]:
+    """The protocol run's test evaluation; a ValueError while it is not tested."""
+    run = CALIBRATION_RUNS[0][0]
+    metrics = load(study, run) if has_run(study, run) else {}
+    evaluation = chosen_evaluation(metrics) if metrics else None
+    if metrics.get("status") != "finished" or evaluation is None:
+        raise ValueError(f"{study}: `{run}` is not tested yet: nothing to quote from its test")
+    return evaluation
+
+
+def calibration_ses_from_anchor(study: str = K) -> float:
+    """How many of its standard errors (over the test images) the protocol run's test estimate
+    lies from the anchor."""
+    evaluation = calibration_test(study)
+    return abs(evaluation["nll"] - calibration_anchor()) / evaluation["nll_stderr"]
+
+
 def calibration_table(study: str = K) -> str:
     """Each calibration run: epochs, validation bounds, the test estimate against the anchor."""
     anchor = calibration_anchor()
@@ -1481,6 +1498,12 @@ VALUES: dict[str, Callable[[], str]] = {
     "calibration.lost.best_gap": lambda: f"{lost_runs_agreement()[1]:.2f}",
     "calibration.lost.epoch_gap": lambda: f"{lost_runs_agreement()[2]:.2f}",
     "calibration.status": calibration_status,
+    "calibration.test.se": lambda: f"{calibration_test()['nll_stderr']:.2f}",
+    "calibration.test.ses_from_anchor": lambda: f"{calibration_ses_from_anchor():.1f}",
+    "calibration.test.khat_share": lambda: f"{100 * calibration_test()['pareto_k_above_0_7']:.0f}%",
+    "calibration.test.bound_gap": lambda: (
+        f"{calibration_test()['bound_nll'] - calibration_test()['nll']:.2f}"
+    ),
     "calibration.repeat": lambda: repeat_of(K, "burda_dlgm1_vae_s0", CALIBRATION_LOST[-1]),
     "convergence.paper.repeat": lambda: repeat_of(
         C, "dlgm2_vgp_paper_s0", "dlgm2_vgp_paper_lost2_s0"

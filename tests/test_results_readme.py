@@ -300,8 +300,11 @@ def test_the_calibration_table_measures_each_run_against_the_anchor(
         "-log p(x) = 88.01 ± 0.08 (k = 5000, 10000 test images), +1.25 nats from the anchor: "
         "misses: 1.25 nats worse, 0.75 beyond (SE 0.08)"
     )
+    assert module.calibration_ses_from_anchor("calibration-b") == pytest.approx(1.25 / 0.08)
     calibration_run(runs / "burda_dlgm1_vae_s0", "running", 12, None)
     module.load.cache_clear()
+    with pytest.raises(ValueError, match="not tested yet"):
+        module.calibration_test("calibration-b")
     assert module.calibration_status("calibration-b") == (
         "`burda_dlgm1_vae_s0` training (seed 0), epoch 12 of 3280"
     )
