@@ -966,9 +966,15 @@ def calibration_verdict(difference_to_anchor: float, se: float) -> str:
     return f"misses: {abs(difference_to_anchor):.2f} nats {side}, {miss:.2f} beyond (SE {se:.2f})"
 
 
+def protocol_test(metrics: dict[str, Any]) -> dict[str, Any] | None:
+    """The test a finished protocol run got at the end of training, or None."""
+    if metrics.get("status") != "finished":
+        return None
+    return metrics.get("test")
+
+
 def calibration_status(study: str = K) -> str:
-    """Where the protocol run stands, in words: training (its epoch), or its one test against
-    the anchor with the verdict."""
+    """Where the protocol run stands, in words, with its one test against the anchor."""
     run = CALIBRATION_RUNS[0][0]
     if not has_run(study, run):
         return f"`{run}` not started"
@@ -976,34 +982,43 @@ def calibration_status(study: str = K) -> str:
     planned = int(run_setting(study, run, "trainer.epochs"))
     seed = int(run_setting(study, run, "seed"))
     epochs = metrics["epochs_completed"]
-    evaluation = chosen_evaluation(metrics)
-    if metrics.get("status") != "finished" or evaluation is None:
-        return f"`{run}` training (seed {seed}), epoch {epochs} of {planned}"
+    evaluation = protocol_test(metrics)
+    if evaluation is None:
+        return f"`{run}` (seed {seed}) {where_it_is(metrics)} of {planned}"
+    trained = (
+        f"trained to the end ({epochs} epochs, seed {seed})"
+        if epochs == planned
+        else f"stopped at epoch {epochs} of {planned} (seed {seed})"
+    )
     nll, nll_se = evaluation["nll"], evaluation["nll_stderr"]
     difference_to_anchor = nll - calibration_anchor()
     return (
-        f"`{run}` trained to the end ({epochs} of {planned} epochs, seed {seed}) and tested "
-        f"once: -log p(x) = {nll:.2f} ± {nll_se:.2f} (k = {evaluation['is_samples']}, "
-        f"{evaluation['n_examples']} test images), {signed(difference_to_anchor)} nats from "
+        f"`{run}` {trained} and tested once: -log p(x) = "
+        f"{estimate_cell(metrics, evaluation, 'nll')} (k = {evaluation['is_samples']}, "
+        f"{evaluation['n_examples']:,} test images), {signed(difference_to_anchor)} nats from "
         f"the anchor: {calibration_verdict(difference_to_anchor, nll_se)}"
     )
 
 
 def calibration_test(study: str = K) -> dict[str, Any]:
-    """The protocol run's test evaluation; a ValueError while it is not tested."""
+    """The protocol run's test at the end of training; a ValueError while it has none."""
     run = CALIBRATION_RUNS[0][0]
-    metrics = load(study, run) if has_run(study, run) else {}
-    evaluation = chosen_evaluation(metrics) if metrics else None
-    if metrics.get("status") != "finished" or evaluation is None:
+    evaluation = protocol_test(load(study, run)) if has_run(study, run) else None
+    if evaluation is None:
         raise ValueError(f"{study}: `{run}` is not tested yet: nothing to quote from its test")
     return evaluation
 
 
-def calibration_ses_from_anchor(study: str = K) -> float:
-    """How many of its standard errors (over the test images) the protocol run's test estimate
-    lies from the anchor."""
+def calibration_reading(study: str = K) -> dict[str, str]:
+    """The numbers the README quotes from the protocol run's test, formatted."""
     evaluation = calibration_test(study)
-    return abs(evaluation["nll"] - calibration_anchor()) / evaluation["nll_stderr"]
+    return {
+        "se": f"{evaluation['nll_stderr']:.2f}",
+        "images": f"{evaluation['n_examples']:,}",
+        "samples": str(evaluation["is_samples"]),
+        "khat_share": f"{100 * evaluation['pareto_k_above_0_7']:.0f}%",
+        "bound_gap": f"{evaluation['bound_nll'] - evaluation['nll']:.2f}",
+    }
 
 
 def calibration_table(study: str = K) -> str:
@@ -1498,12 +1513,10 @@ VALUES: dict[str, Callable[[], str]] = {
     "calibration.lost.best_gap": lambda: f"{lost_runs_agreement()[1]:.2f}",
     "calibration.lost.epoch_gap": lambda: f"{lost_runs_agreement()[2]:.2f}",
     "calibration.status": calibration_status,
-    "calibration.test.se": lambda: f"{calibration_test()['nll_stderr']:.2f}",
-    "calibration.test.ses_from_anchor": lambda: f"{calibration_ses_from_anchor():.1f}",
-    "calibration.test.khat_share": lambda: f"{100 * calibration_test()['pareto_k_above_0_7']:.0f}%",
-    "calibration.test.bound_gap": lambda: (
-        f"{calibration_test()['bound_nll'] - calibration_test()['nll']:.2f}"
-    ),
+    **{
+        f"calibration.test.{key}": functools.partial(lambda key: calibration_reading()[key], key)
+        for key in ("se", "images", "samples", "khat_share", "bound_gap")
+    },
     "calibration.repeat": lambda: repeat_of(K, "burda_dlgm1_vae_s0", CALIBRATION_LOST[-1]),
     "convergence.paper.repeat": lambda: repeat_of(
         C, "dlgm2_vgp_paper_s0", "dlgm2_vgp_paper_lost2_s0"

@@ -282,10 +282,6 @@ def test_the_calibration_table_measures_each_run_against_the_anchor(
     assert cells[2:5] == ["format 2, c0ffee00", "30 of 30", "-99.95"]
     assert cells[5:8] == ["-97.10 (29)", "10000", "5000"]
     assert cells[8:] == ["87.06 ± 0.08", "91.06 ± 0.09", "+0.30", "within 0.5 nats"]
-    assert module.calibration_status("calibration-a").endswith(
-        "-log p(x) = 87.06 ± 0.08 (k = 5000, 10000 test images), +0.30 nats from the anchor: "
-        "within 0.5 nats"
-    )
     fixed = calibration_cells(text, "burda_dlgm1_vae_fixed_s0")
     assert fixed[3] == "12 of 3280" and fixed[6:] == ["training, epoch 12", *["—"] * 5]
 
@@ -295,21 +291,60 @@ def test_the_calibration_table_measures_each_run_against_the_anchor(
     cells = calibration_cells(text, "burda_dlgm1_vae_s0")
     assert cells[10:] == ["+1.25", "misses: 1.25 nats worse, 0.75 beyond (SE 0.08)"]
     assert calibration_cells(text, "burda_dlgm1_vae_fixed_s0")[3] == "not run"
-    assert module.calibration_status("calibration-b") == (
-        "`burda_dlgm1_vae_s0` trained to the end (30 of 30 epochs, seed 0) and tested once: "
-        "-log p(x) = 88.01 ± 0.08 (k = 5000, 10000 test images), +1.25 nats from the anchor: "
-        "misses: 1.25 nats worse, 0.75 beyond (SE 0.08)"
-    )
-    assert module.calibration_ses_from_anchor("calibration-b") == pytest.approx(1.25 / 0.08)
-    calibration_run(runs / "burda_dlgm1_vae_s0", "running", 12, None)
-    module.load.cache_clear()
-    with pytest.raises(ValueError, match="not tested yet"):
-        module.calibration_test("calibration-b")
-    assert module.calibration_status("calibration-b") == (
-        "`burda_dlgm1_vae_s0` training (seed 0), epoch 12 of 3280"
-    )
-    assert module.calibration_status("calibration-c") == "`burda_dlgm1_vae_s0` not started"
     assert "no run evaluated on other data yet" in module.calibration_data_table("calibration-b")
+
+
+def test_the_calibration_status_says_where_the_protocol_run_stands_and_quotes_its_one_test(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Not started, training, finished without its test, interrupted after a test, stopped
+    early, tested: each state in words; the README's numbers come only from the one test a
+    finished run got at the end of training, and the verdict reads either side of the anchor."""
+    module = script()
+    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    anchor = module.calibration_anchor()
+    study = "calibration-status"
+    folder = tmp_path / study / "runs" / "burda_dlgm1_vae_s0"
+    run = "`burda_dlgm1_vae_s0`"
+
+    def state(status: str, epochs: int, test_nll: float | None, planned: int = 30) -> str:
+        calibration_run(folder, status, epochs, test_nll, planned=planned)
+        module.load.cache_clear()
+        return module.calibration_status(study)
+
+    assert module.calibration_status(study) == f"{run} not started"
+    assert state("running", 12, None) == f"{run} (seed 0) training, epoch 12 of 30"
+    assert state("finished", 30, None) == f"{run} (seed 0) finished, not tested, epoch 30 of 30"
+    assert state("interrupted", 20, anchor) == f"{run} (seed 0) training, epoch 20 of 30"
+    for untested in ("running", "finished", "interrupted"):
+        state(untested, 30, None if untested == "finished" else anchor)
+        with pytest.raises(ValueError, match="not tested yet"):
+            module.calibration_test(study)
+    assert state("finished", 20, anchor + 1.25) == (
+        f"{run} stopped at epoch 20 of 30 (seed 0) and tested once: -log p(x) = 88.01 ± 0.08 "
+        "(k = 5000, 10,000 test images), +1.25 nats from the anchor: misses: 1.25 nats worse, "
+        "0.75 beyond (SE 0.08)"
+    )
+    assert state("finished", 30, anchor - 0.3) == (
+        f"{run} trained to the end (30 epochs, seed 0) and tested once: -log p(x) = 86.46 ± 0.08 "
+        "(k = 5000, 10,000 test images), -0.30 nats from the anchor: within 0.5 nats"
+    )
+    record = json.loads((folder / "metrics.json").read_text())
+    record["test"]["pareto_k_above_0_7"] = 0.9362
+    # a later vgp-eval of another checkpoint with more samples: the tables' most precise
+    # evaluation, not the protocol's one test
+    record["evaluations"] = [{**record["test"], "nll": 80.0, "is_samples": 10000}]
+    (folder / "metrics.json").write_text(json.dumps(record))
+    module.load.cache_clear()
+    assert module.chosen_evaluation(module.load(study, "burda_dlgm1_vae_s0"))["nll"] == 80.0
+    assert module.calibration_reading(study) == {
+        "se": "0.08",
+        "images": "10,000",
+        "samples": "5000",
+        "khat_share": "94%",
+        "bound_gap": "4.00",
+    }
+    assert "-log p(x) = 86.46 ± 0.08" in module.calibration_status(study)
 
 
 def test_a_convergence_row_whose_runs_were_lost_says_where_they_got(
