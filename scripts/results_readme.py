@@ -943,6 +943,7 @@ CALIBRATION_RUNS = [
 # runs of the protocol lost part-way, when the checkout they ran in was renewed between two
 # sessions: their last committed snapshots, never tested (the name marks them, `_lost<N>_s<seed>`)
 CALIBRATION_LOST = [run for run, _ in CALIBRATION_RUNS if is_lost_snapshot(run)]
+PROTOCOL_RUN = CALIBRATION_RUNS[0][0]  # the run of the protocol the study is about
 CALIBRATION_TOLERANCE = 0.5  # nats: the study's target is the anchor within this
 
 
@@ -975,7 +976,7 @@ def protocol_test(metrics: dict[str, Any]) -> dict[str, Any] | None:
 
 def calibration_status(study: str = K) -> str:
     """Where the protocol run stands, in words, with its one test against the anchor."""
-    run = CALIBRATION_RUNS[0][0]
+    run = PROTOCOL_RUN
     if not has_run(study, run):
         return f"`{run}` not started"
     metrics = load(study, run)
@@ -1002,7 +1003,7 @@ def calibration_status(study: str = K) -> str:
 
 def calibration_test(study: str = K) -> dict[str, Any]:
     """The protocol run's test at the end of training; a ValueError while it has none."""
-    run = CALIBRATION_RUNS[0][0]
+    run = PROTOCOL_RUN
     evaluation = protocol_test(load(study, run)) if has_run(study, run) else None
     if evaluation is None:
         raise ValueError(f"{study}: `{run}` is not tested yet: nothing to quote from its test")
@@ -1251,7 +1252,7 @@ def calibration_differences_table(study: str = K) -> str:
     read the same binary draw and both per-example files were kept
     (scripts/paired_differences.py); where no two tests read the same draw, tests of the same
     grey images binarized apart (the fixed-binarization twin), unpaired only."""
-    protocol = CALIBRATION_RUNS[0][0]
+    protocol = PROTOCOL_RUN
     header = [
         "", "epochs", "test images (data, binary draw)", "images", "S", "-log p(x): the run",
         "the protocol", "difference (IS)", "IS, paired over the test images",
@@ -1517,7 +1518,7 @@ VALUES: dict[str, Callable[[], str]] = {
         f"calibration.test.{key}": functools.partial(lambda key: calibration_reading()[key], key)
         for key in ("se", "images", "samples", "khat_share", "bound_gap")
     },
-    "calibration.repeat": lambda: repeat_of(K, "burda_dlgm1_vae_s0", CALIBRATION_LOST[-1]),
+    "calibration.repeat": lambda: repeat_of(K, PROTOCOL_RUN, CALIBRATION_LOST[-1]),
     "convergence.paper.repeat": lambda: repeat_of(
         C, "dlgm2_vgp_paper_s0", "dlgm2_vgp_paper_lost2_s0"
     ),
