@@ -1028,3 +1028,52 @@ def test_a_run_is_compared_with_the_lost_run_it_repeats(tmp_path: Path, monkeypa
     assert module.repeat_of("study", "new_s0", "lost_s0") == (
         "has no epoch in common with `lost_s0` yet"
     )
+
+
+def test_the_draw_reading_reads_the_khat_and_the_warp_of_the_tested_runs(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The draw-fit table has a row per tested DRAW run with its bound - IS gap, k-hat share,
+    aux gap and warp statistics; the generated reading warns of the IS estimates when most
+    images have k-hat above 0.7 and calls the default VGP's q close to mean-field only when
+    its warp is affine and its total correlation small."""
+    module = script()
+    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    module.load.cache_clear()
+    runs = tmp_path / "draw-f" / "runs"
+    assert module.draw_reading("draw-f") == "No DRAW run is tested yet."
+    draw_run(runs / "draw_vae_s0", "finished", 10, (95.0, 1000, 1000))
+    draw_run(runs / "draw_vgp_default_s0", "finished", 10, (93.5, 1000, 1000))
+    draw_run(runs / "draw_vgp_paper_s0", "running", 3, None)
+
+    def amend(run: str, test: dict[str, Any], last_epoch: dict[str, Any]) -> None:
+        path = runs / run / "metrics.json"
+        record = json.loads(path.read_text())
+        record["test"].update(test)
+        record["history"][-1].update(last_epoch)
+        path.write_text(json.dumps(record))
+        module.load.cache_clear()
+
+    amend("draw_vae_s0", {"pareto_k_above_0_7": 0.993, "pareto_k_mean": 2.2}, {})
+    warp = {"z/warp_share": 26.2, "z/nonlinear_warp_share": 1e-4, "z/total_correlation": 0.004}
+    amend(
+        "draw_vgp_default_s0",
+        {"pareto_k_above_0_7": 0.999, "pareto_k_mean": 2.1, "aux_gap": 1.79},
+        warp,
+    )
+    lines = module.draw_fit_table("draw-f").splitlines()
+    assert len(lines) == 4  # header, rule, the two tested runs: the running one has no row
+    vae = [cell.strip() for cell in lines[2].strip("|").split("|")]
+    assert vae == ["DRAW + VAE", "1000", "1000", "6.00", "99.3%", "2.20", "—", "—", "—", "—"]
+    vgp = [cell.strip() for cell in lines[3].strip("|").split("|")]
+    assert vgp[3:] == ["6.00", "99.9%", "2.10", "1.79", "26.2", "0.0001", "0.004"]
+    reading = module.draw_reading("draw-f")
+    assert "biased upwards" in reading and "close to a mean-field Gaussian" in reading
+    assert "warp share 26.2, nonlinear share 0.0001, total correlation 0.004 nats" in reading
+
+    amend("draw_vgp_default_s0", {"pareto_k_above_0_7": 0.2}, {"z/nonlinear_warp_share": 0.9})
+    amend("draw_vae_s0", {"pareto_k_above_0_7": 0.3}, {})
+    reading = module.draw_reading("draw-f")
+    assert "biased upwards" not in reading and "not a mean-field Gaussian in disguise" in reading
+    amend("draw_vgp_default_s0", {}, {"z/nonlinear_warp_share": 1e-4, "z/total_correlation": 0.5})
+    assert "not a mean-field Gaussian in disguise" in module.draw_reading("draw-f")
