@@ -1055,25 +1055,41 @@ def test_the_draw_reading_reads_the_khat_and_the_warp_of_the_tested_runs(
         module.load.cache_clear()
 
     amend("draw_vae_s0", {"pareto_k_above_0_7": 0.993, "pareto_k_mean": 2.2}, {})
-    warp = {"z/warp_share": 26.2, "z/nonlinear_warp_share": 1e-4, "z/total_correlation": 0.004}
-    amend(
-        "draw_vgp_default_s0",
-        {"pareto_k_above_0_7": 0.999, "pareto_k_mean": 2.1, "aux_gap": 1.79},
-        warp,
-    )
+    warp = {
+        "z/warp_share": 26.2,
+        "z/nonlinear_warp_share": 1e-4,
+        "z/variance_dispersion": 4e-5,
+        "z/total_correlation": 0.004,
+    }
+    aux = {"aux_gap": 1.79, "aux_gap_stderr": 0.39, "aux_gap_examples": 100}
+    amend("draw_vgp_default_s0", {"pareto_k_above_0_7": 0.999, "pareto_k_mean": 2.1, **aux}, warp)
     lines = module.draw_fit_table("draw-f").splitlines()
     assert len(lines) == 4  # header, rule, the two tested runs: the running one has no row
     vae = [cell.strip() for cell in lines[2].strip("|").split("|")]
-    assert vae == ["DRAW + VAE", "1000", "1000", "6.00", "99.3%", "2.20", "—", "—", "—", "—"]
+    assert vae == ["DRAW + VAE", "1000", "1000", "6.00", "99.3%", "2.20", *["—"] * 5]
     vgp = [cell.strip() for cell in lines[3].strip("|").split("|")]
-    assert vgp[3:] == ["6.00", "99.9%", "2.10", "1.79", "26.2", "0.0001", "0.004"]
+    assert vgp[3:] == [
+        "6.00", "99.9%", "2.10", "1.79 ± 0.39 (100 images)", "26", "0.0001", "4e-05", "0.004",
+    ]  # fmt: skip
     reading = module.draw_reading("draw-f")
-    assert "biased upwards" in reading and "close to a mean-field Gaussian" in reading
-    assert "warp share 26.2, nonlinear share 0.0001, total correlation 0.004 nats" in reading
+    assert "upper bound in expectation" in reading and "on average above 1" in reading
+    assert "close to a mean-field Gaussian" in reading
+    quoted = "warp share 26.2, nonlinear share 0.0001, variance dispersion 4e-05, total correlation"
+    assert quoted in reading
 
     amend("draw_vgp_default_s0", {"pareto_k_above_0_7": 0.2}, {"z/nonlinear_warp_share": 0.9})
     amend("draw_vae_s0", {"pareto_k_above_0_7": 0.3}, {})
     reading = module.draw_reading("draw-f")
-    assert "biased upwards" not in reading and "not a mean-field Gaussian in disguise" in reading
-    amend("draw_vgp_default_s0", {}, {"z/nonlinear_warp_share": 1e-4, "z/total_correlation": 0.5})
-    assert "not a mean-field Gaussian in disguise" in module.draw_reading("draw-f")
+    assert "upper bound" not in reading and "not a mean-field Gaussian in disguise" in reading
+    # the other two conditions, each alone, undo the mean-field reading too
+    for spoiled in ({"z/total_correlation": 0.5}, {"z/variance_dispersion": 0.2}):
+        amend("draw_vgp_default_s0", {}, {**warp, **spoiled})
+        assert "not a mean-field Gaussian in disguise" in module.draw_reading("draw-f")
+    # a warp share below 1 still judges the nonlinear part against q's own noise
+    amend("draw_vgp_default_s0", {}, {**warp, "z/warp_share": 0.5, "z/nonlinear_warp_share": 0.005})
+    assert "close to a mean-field Gaussian" in module.draw_reading("draw-f")
+    # a VGP run not tested: no row, no sentence of its q; the VAE alone still read
+    draw_run(runs / "draw_vgp_default_s0", "running", 4, None)
+    module.load.cache_clear()
+    assert len(module.draw_fit_table("draw-f").splitlines()) == 3
+    assert "glimpse" not in module.draw_reading("draw-f")
