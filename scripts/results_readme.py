@@ -68,8 +68,9 @@ def best_valid(study: str, run: str) -> float:
 
 
 def last(study: str, run: str, key: str) -> float | None:
-    """A per-epoch statistic at the run's last epoch."""
-    value = load(study, run)["history"][-1].get(key)
+    """A per-epoch statistic at the run's last epoch (None: no epoch, or not recorded)."""
+    history = load(study, run)["history"]
+    value = history[-1].get(key) if history else None
     return None if value is None else float(value)
 
 
@@ -1403,9 +1404,15 @@ WARP_KEYS = (
 )  # fmt: skip
 
 
-def last_or_none(study: str, run: str, key: str) -> float | None:
-    """A per-epoch statistic at the run's last epoch, None for a run with no epoch."""
-    return last(study, run, key) if load(study, run).get("history") else None
+def draw_tested(study: str = D) -> dict[str, tuple[str, dict[str, Any], dict[str, Any]]]:
+    """The finished DRAW runs with a test: run -> (label, metrics, the evaluation shown)."""
+    tested = {}
+    for label, run, _ in DRAW_RUNS:
+        metrics = load(study, run) if has_run(study, run) else {}
+        evaluation = chosen_evaluation(metrics) if metrics.get("status") == "finished" else None
+        if evaluation is not None:
+            tested[run] = (label, metrics, evaluation)
+    return tested
 
 
 def aux_gap_cell(metrics: dict[str, Any], evaluation: dict[str, Any]) -> str:
@@ -1431,11 +1438,7 @@ def draw_fit_table(study: str = D) -> str:
         "total correlation",
     ]  # fmt: skip
     rows = []
-    for label, run, _ in DRAW_RUNS:
-        metrics = load(study, run) if has_run(study, run) else {}
-        evaluation = chosen_evaluation(metrics) if metrics.get("status") == "finished" else None
-        if evaluation is None:
-            continue
+    for run, (label, metrics, evaluation) in draw_tested(study).items():
         cells: list[object] = [
             label,
             evaluation["n_examples"],
@@ -1445,7 +1448,7 @@ def draw_fit_table(study: str = D) -> str:
             number(evaluation.get("pareto_k_mean"), ".2f"),
             aux_gap_cell(metrics, evaluation),
         ]
-        cells += [number(last_or_none(study, run, key), ".2g") for key in WARP_KEYS]
+        cells += [number(last(study, run, key), ".2g") for key in WARP_KEYS]
         rows.append(cells)
     if not rows:
         return "No DRAW run is tested yet."
@@ -1463,13 +1466,7 @@ def draw_reading(study: str = D) -> str:
     """What the tested DRAW runs' diagnostics say of the VAE - VGP difference, in words
     generated from them: how reliable the IS estimates are, and whether the default VGP's q
     uses the GP's nonlinearity."""
-    tested = {
-        run: evaluation
-        for _, run, _ in DRAW_RUNS
-        if has_run(study, run)
-        and load(study, run).get("status") == "finished"
-        and (evaluation := chosen_evaluation(load(study, run))) is not None
-    }
+    tested = {run: evaluation for run, (_, _, evaluation) in draw_tested(study).items()}
     if not tested:
         return "No DRAW run is tested yet."
     sentences = []
@@ -1492,7 +1489,7 @@ def draw_reading(study: str = D) -> str:
             "for the bounds they compare, are the ones to read beside them."
         )
     run = DRAW_RUNS[1][1]
-    values = [last_or_none(study, run, key) for key in WARP_KEYS] if run in tested else []
+    values = [last(study, run, key) for key in WARP_KEYS] if run in tested else []
     known = [value for value in values if value is not None]
     if values and len(known) == len(values):
         warp, nonlinear, dispersion, correlation = known
