@@ -1592,7 +1592,10 @@ def fam(run: str, key: str) -> float:
 
 
 # the study script's defaults of the settings the README quotes, for a study with no run yet
-CONVERGENCE_DEFAULTS = {"trainer.early_stopping.min_delta": "MIN_DELTA"}
+CONVERGENCE_DEFAULTS = {
+    "trainer.early_stopping.min_delta": "MIN_DELTA",
+    "trainer.early_stopping.patience": "PATIENCE",
+}
 
 
 def convergence_setting(key: str) -> str:
@@ -1602,6 +1605,39 @@ def convergence_setting(key: str) -> str:
     if configs:
         return str(run_setting(C, configs[0].parent.name, key))
     return script_default("study_convergence.sh", CONVERGENCE_DEFAULTS[key])
+
+
+def last_window_gain(metrics: dict[str, Any], window: int) -> float | None:
+    """How much a run's best validation bound gained over its last `window` epochs (None for
+    a run of `window` epochs or fewer)."""
+    bounds = [entry["valid_bound"] for entry in metrics["history"]]  # one per epoch, in order
+    if len(bounds) <= window:
+        return None
+    return max(bounds) - max(bounds[:-window])
+
+
+def stop_gains(study: str = C) -> str:
+    """What the curves were still doing at the stop, over every tested run the early stopping
+    ended: the range of its best bound's gain over the last `patience` epochs, and how near the
+    last epoch the best came."""
+    patience = int(convergence_setting("trainer.early_stopping.patience"))
+    stopped = [
+        load(study, f"{name}_s{seed}")
+        for _, name in CONVERGENCE_ROWS
+        for seed in tested_seeds(study, name)
+    ]
+    stopped = [m for m in stopped if m.get("stop_reason") == "early_stopping"]
+    gains = [gain for m in stopped if (gain := last_window_gain(m, patience)) is not None]
+    if not gains:
+        return "No tested run has been stopped by the early stopping yet."
+    to_last = max(m["epochs_completed"] - best_epoch(m) for m in stopped)
+    return (
+        f"At their stops, the best validation bounds of the {len(gains)} tested runs had gained "
+        f"from {min(gains):.3f} to {max(gains):.3f} nats over their last {patience} epochs, and "
+        f"each run's best epoch was at most {to_last} epochs before its last: a stop here marks "
+        "a curve still rising, only slower than the threshold, not a flat one, and every row is "
+        "compared below that same threshold."
+    )
 
 
 def script_default(script: str, name: str) -> str:
@@ -1656,6 +1692,7 @@ VALUES: dict[str, Callable[[], str]] = {
         C, "dlgm2_vgp_paper_s0", "dlgm2_vgp_paper_lost2_s0"
     ),
     "convergence.min_delta": lambda: convergence_setting("trainer.early_stopping.min_delta"),
+    "convergence.stop_gains": stop_gains,
     "dlgm2.lead.min": lambda: f"{min(dlgm2_leads()):.2f}",
     "dlgm2.lead.max": lambda: f"{max(dlgm2_leads()):.2f}",
     "dlgm2.paper.lead.s1": lambda: f"{lead('dlgm2_vae_s1', 'dlgm2_vgp_paper_s0'):.2f}",

@@ -1093,3 +1093,38 @@ def test_the_draw_reading_reads_the_khat_and_the_warp_of_the_tested_runs(
     module.load.cache_clear()
     assert len(module.draw_fit_table("draw-f").splitlines()) == 3
     assert "glimpse" not in module.draw_reading("draw-f")
+
+
+def test_the_stop_sentence_says_how_much_each_stopped_curve_still_gained(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Over the tested runs the early stopping ended (not a run at its cap, not one still
+    training), the generated sentence gives the range of the best bound's gain over the last
+    `patience` epochs (the study script's default, 50) and how far before the last epoch the
+    best came."""
+    module = script()
+    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    module.load.cache_clear()
+    runs = tmp_path / "conv-s" / "runs"
+    assert module.stop_gains("conv-s").startswith("No tested run has been stopped")
+
+    def curve_run(run: str, status: str, bounds: list[float], stop: str | None) -> None:
+        history = [{"epoch": e, "valid_bound": b} for e, b in enumerate(bounds, start=1)]
+        test = evaluation_record(90.0, (0.25, 0.3), 5.0, 10000, 5000)
+        write_run(runs / run, status, history, 10, test if status == "finished" else None)
+        record = json.loads((runs / run / "metrics.json").read_text())
+        (runs / run / "metrics.json").write_text(json.dumps({**record, "stop_reason": stop}))
+        module.load.cache_clear()
+
+    # best -100.0 at epoch 10, then 0.3 more at epoch 57 of 60: 0.3 over the last 50
+    vae = [-110.0 + e for e in range(1, 11)] + [-100.0] * 50
+    vae[56] = -99.7
+    curve_run("dlgm1_vae_s0", "finished", vae, "early_stopping")
+    # best gained 0.45 over the last 50, at the very last epoch
+    vgp = [-100.0] * 10 + [-100.0 + 0.009 * e for e in range(1, 51)]
+    curve_run("dlgm1_vgp_default_s0", "finished", vgp, "early_stopping")
+    curve_run("dlgm1_vgp_linear_s0", "finished", [-100.0 + e for e in range(60)], "epochs")
+    curve_run("dlgm2_vae_s0", "running", [-100.0 + e for e in range(60)], None)
+    sentence = module.stop_gains("conv-s")
+    assert "of the 2 tested runs had gained from 0.300 to 0.450 nats" in sentence
+    assert "over their last 50 epochs" in sentence and "at most 3 epochs before" in sentence
