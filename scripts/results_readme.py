@@ -74,6 +74,11 @@ def last(study: str, run: str, key: str) -> float | None:
     return None if value is None else float(value)
 
 
+def share_cell(share: float | None) -> str:
+    """A share as a percentage, or — when there is none."""
+    return "—" if share is None or not math.isfinite(share) else f"{100 * share:.1f}%"
+
+
 def mean_se(values: Sequence[float], own_se: float | None = None) -> tuple[float, float]:
     """Mean and standard error over seeds (n - 1); one seed keeps its own standard error."""
     if len(values) == 1:
@@ -170,7 +175,7 @@ def test_table() -> str:
                 f"{bound:.2f} ± {bound_se:.2f}",
                 f"{bound - nll:.2f}",
                 f"{statistics.fmean(aux):.2f}" if aux else "—",
-                f"{100 * khat:.1f}%",
+                share_cell(khat),
             ]
         )
     header = ["method", "seeds", "-log p(x) (IS)", "-bound", "bound - IS", "aux gap", "k-hat > 0.7"]
@@ -451,7 +456,7 @@ def families_table() -> str:
                 f"{test['nll']:.2f} ± {test['nll_stderr']:.2f}",
                 f"{test['bound_nll']:.2f}",
                 f"{test['bound_nll'] - test['nll']:.2f}",
-                f"{100 * test['pareto_k_above_0_7']:.1f}%",
+                share_cell(test["pareto_k_above_0_7"]),
                 f"{best_valid(F, run):.2f}",
                 f"{metrics['wall_time_s']:.0f}",
             ]
@@ -1393,11 +1398,6 @@ def draw_differences_table(study: str = D) -> str:
     return table(header, rows)
 
 
-def share_cell(share: float | None) -> str:
-    """A share as a percentage, or — when there is none."""
-    return "—" if share is None or not math.isfinite(share) else f"{100 * share:.1f}%"
-
-
 # the VGP head statistics the DRAW reading quotes (docs/design.md, 5.2), as the runs record them
 WARP_KEYS = (
     "z/warp_share", "z/nonlinear_warp_share", "z/variance_dispersion", "z/total_correlation"
@@ -1621,12 +1621,12 @@ def stop_gains(study: str = C) -> str:
     ended: the range of its best bound's gain over the last `patience` epochs, and how near the
     last epoch the best came."""
     patience = int(convergence_setting("trainer.early_stopping.patience"))
-    stopped = [
+    tested = (
         load(study, f"{name}_s{seed}")
         for _, name in CONVERGENCE_ROWS
         for seed in tested_seeds(study, name)
-    ]
-    stopped = [m for m in stopped if m.get("stop_reason") == "early_stopping"]
+    )
+    stopped = [m for m in tested if m.get("stop_reason") == "early_stopping"]
     gains = [gain for m in stopped if (gain := last_window_gain(m, patience)) is not None]
     if not gains:
         return "No tested run has been stopped by the early stopping yet."
