@@ -6,12 +6,15 @@ not trained past them; of its own data or of another data file) that read the sa
 test images (the same data file contents and draw) with the same S, both with their
 per-example files kept (`eval.save_per_example=true`): the difference first - second of
 -log p(x) and of -bound, and its standard error over the images' differences, go to OUT
-(JSON), which the results READMEs read; the per-example files themselves stay in the run
-folders. A pair OUT already holds of two runs with no folder in STUDY_DIR now is kept as it is.
+(JSON), which the results READMEs read. STUDY_DIR is a study's results folder of runs (the
+study scripts copy each run's metrics.json and per-example files there, so a pair can be
+measured again after the run folders are gone) or its folder of run folders. A pair OUT
+already holds that cannot be measured again, because one of its per-example files is gone
+while both runs' records still name them as their current tests, is kept as it is.
 Seeds differ in more than the test images, so a paired standard error says how precisely one
 seed's difference is measured, not how much it would change with another seed.
 
-    .venv/bin/python scripts/paired_differences.py outputs/studies/convergence \
+    .venv/bin/python scripts/paired_differences.py results/convergence/runs \
         results/convergence/paired_differences.json
 """
 
@@ -29,6 +32,7 @@ from vgp_bench.analysis.paired import (
     paired_difference,
     per_example_values,
     same_test_images,
+    stored_pair_stands,
 )
 from vgp_bench.analysis.report.runs import tests_at_current_step
 from vgp_bench.run.metrics import RunRecord, read_record
@@ -96,18 +100,20 @@ def study_pairs(study_dir: Path) -> list[dict[str, Any]]:
 
 
 def kept_pairs(out: Path, study_dir: Path) -> list[dict[str, Any]]:
-    """The pairs `out` already holds whose two runs have no folder in `study_dir` now (their
-    per-example files went with a renewed checkout): kept as they were measured."""
+    """The pairs `out` already holds that cannot be measured again because a per-example file
+    of theirs is gone (with a renewed checkout, or never copied to a results folder) while the
+    tests they came from are still their runs' current ones: kept as they were measured."""
     if not out.is_file():
         return []
-
-    def present(row: str, seed: int) -> bool:
-        return (study_dir / f"{row}_s{seed}" / "metrics.json").is_file()
-
     return [
         pair
         for pair in json.loads(out.read_text())
-        if not (present(pair["first"], pair["seed"]) or present(pair["second"], pair["seed"]))
+        if stored_pair_stands(
+            [
+                (study_dir / f"{run}_s{pair['seed']}", name)
+                for run, name in zip((pair["first"], pair["second"]), pair["files"], strict=True)
+            ]
+        )
     ]
 
 

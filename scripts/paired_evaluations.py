@@ -3,11 +3,13 @@
 For each run folder under STUDY_DIR, each evaluation of other data (vgp-eval's `dataset`) is
 paired with an evaluation on the run's own data of the same images and S, both with their
 per-example files kept (`eval.save_per_example=true`); the difference of -log p(x) and its
-standard error over the images' differences go to OUT (JSON), which the results READMEs read,
-so the per-example files themselves stay in the run folders. The pairs OUT already holds of a
-run with no folder under STUDY_DIR now are kept as they are.
+standard error over the images' differences go to OUT (JSON), which the results READMEs read.
+STUDY_DIR is a study's results folder of runs (metrics.json and per-example files, copied by
+the study scripts) or its folder of run folders. A pair OUT already holds that cannot be
+measured again, because one of its per-example files is gone while the run's record still
+names both as current evaluations, is kept as it is.
 
-    .venv/bin/python scripts/paired_evaluations.py outputs/studies/calibration \
+    .venv/bin/python scripts/paired_evaluations.py results/calibration/runs \
         results/calibration/paired_evaluations.json
 """
 
@@ -18,7 +20,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vgp_bench.analysis.paired import paired_difference, per_example_values
+from vgp_bench.analysis.paired import (
+    paired_difference,
+    per_example_values,
+    stored_pair_stands,
+)
 from vgp_bench.run.metrics import RunRecord, read_record
 
 
@@ -57,14 +63,17 @@ def run_pairs(folder: Path) -> list[dict[str, Any]]:
 
 
 def kept_pairs(out: Path, study_dir: Path) -> list[dict[str, Any]]:
-    """The pairs `out` already holds of runs with no folder in `study_dir` now (their
-    per-example files went with a renewed checkout): kept as they were measured."""
+    """The pairs `out` already holds that cannot be measured again because a per-example file
+    of theirs is gone (with a renewed checkout, or never copied to a results folder) while the
+    evaluations they came from are still their run's current ones: kept as they were measured."""
     if not out.is_file():
         return []
     return [
         pair
         for pair in json.loads(out.read_text())
-        if not (study_dir / pair["run"] / "metrics.json").is_file()
+        if stored_pair_stands(
+            [(study_dir / pair["run"], pair[key]) for key in ("own_file", "other_file")]
+        )
     ]
 
 

@@ -624,22 +624,29 @@ def test_two_rows_of_one_seed_get_their_difference_paired_over_the_test_images(
     pairs = {(p["first"], p["second"], p["seed"]): p for p in json.loads(out.read_text())}
     kept = ["dlgm1_vae", "dlgm1_vgp_default", "dlgm1_vgp_linear", "dlgm2_vae"]
     assert sorted(pairs) == [(a, b, 0) for i, a in enumerate(kept) for b in kept[i + 1 :]]
-    # a renewed checkout: the run folders are gone and the pairs they gave stay as measured; a
-    # run back in its folder (trained again) drops the stored pairs it is in until measured anew
+    # a renewed checkout: the run folders are gone and the pairs they gave stay as measured; so
+    # do they where a folder holds the run's record but not its per-example file; a run trained
+    # again (its record at another step, without that test) drops the stored pairs it is in
+    # until they are measured anew
     measured, renewed = out.read_text(), tmp_path / "renewed"
     assert load_script("paired_differences").main([str(renewed), str(out)]) == 0
     assert out.read_text() == measured
     (renewed / "dlgm1_vae_s0").mkdir(parents=True)
     shutil.copy(runs / "dlgm1_vae_s0" / "metrics.json", renewed / "dlgm1_vae_s0")
     assert load_script("paired_differences").main([str(renewed), str(out)]) == 0
-    left = [(p["first"], p["second"]) for p in json.loads(out.read_text())]
-    assert left == [(a, b) for i, a in enumerate(kept[1:], 1) for b in kept[i + 1 :]]
-    # two runs back with their files: their pair measured, sorted among the kept ones
-    shutil.copytree(runs / "dlgm1_vgp_linear_s0", renewed / "dlgm1_vgp_linear_s0")
-    shutil.copy(runs / "dlgm1_vae_s0" / "test_per_example_k5000.h5", renewed / "dlgm1_vae_s0")
+    assert out.read_text() == measured
+    write_run(renewed / "dlgm1_vae_s0", "running", history * 2, 10, None)
     assert load_script("paired_differences").main([str(renewed), str(out)]) == 0
     left = [(p["first"], p["second"]) for p in json.loads(out.read_text())]
-    assert left == [("dlgm1_vae", "dlgm1_vgp_linear"), ("dlgm1_vgp_default", "dlgm2_vae")]
+    kept_pairs = [(a, b) for i, a in enumerate(kept[1:], 1) for b in kept[i + 1 :]]
+    assert left == kept_pairs
+    # two runs back with their files: their pair measured, sorted among the kept ones (a run
+    # back with its file keeps the pairs with runs still gone)
+    shutil.copytree(runs / "dlgm1_vgp_linear_s0", renewed / "dlgm1_vgp_linear_s0")
+    shutil.copytree(runs / "dlgm1_vae_s0", renewed / "dlgm1_vae_s0", dirs_exist_ok=True)
+    assert load_script("paired_differences").main([str(renewed), str(out)]) == 0
+    left = [(p["first"], p["second"]) for p in json.loads(out.read_text())]
+    assert left == [("dlgm1_vae", "dlgm1_vgp_linear"), *kept_pairs]
     assert load_script("paired_differences").main([str(runs), str(out)]) == 0
     assert out.read_text() == measured  # all measured again, in the same order
 
@@ -668,6 +675,54 @@ def test_two_rows_of_one_seed_get_their_difference_paired_over_the_test_images(
         assert row_of(label)[1:4] == ["0", unpaired, expected]
     for label in ("dlgm2: VAE - the paper's VGP", "dlgm2: VAE - the twin"):
         assert row_of(label)[3] == f"seed 0: {module.NO_PAIR}"
+
+
+def test_a_stored_pair_stands_while_its_runs_still_name_the_files_it_came_from(
+    tmp_path: Path,
+) -> None:
+    """A pair measured earlier is kept where it cannot be measured again (a file gone, a run
+    folder gone) while the runs' records still name its files as their current tests; a run
+    trained again drops it, and a pair whose files are all there is measured, not kept.
+    scripts/paired_evaluations.py keeps a run's pairs by the same rule."""
+    from vgp_bench.analysis.paired import stored_pair_stands
+
+    history = [{"epoch": 1, "valid_bound": -90.0}]
+    name = "test_per_example_k5000.h5"
+    first, second = tmp_path / "runs" / "a_s0", tmp_path / "runs" / "b_s0"
+    for folder in (first, second):
+        test = evaluation_record(88.0, (0.8, 0.9), 4.0, 2, 5000)
+        write_run(folder, "finished", history, 10, {**test, "per_example_file": name})
+    sources = [(first, name), (second, name)]
+    assert stored_pair_stands(sources)  # both files gone
+    per_example_file(first, name, [87.0, 89.0])
+    assert stored_pair_stands(sources)  # one file gone
+    per_example_file(second, name, [87.0, 89.0])
+    assert not stored_pair_stands(sources)  # both there: measured again
+    shutil.rmtree(second)
+    assert stored_pair_stands(sources)  # a folder gone with its checkout
+    write_run(first, "running", history * 2, 10, None)
+    assert not stored_pair_stands(sources)  # trained again: the test is not current
+
+    own, other = "test_per_example_k5000.h5", "test_per_example_k5000_data-c0ffee00.h5"
+    run = tmp_path / "calibration" / "burda_s0"
+    write_run(run, "finished", history, 10, None)
+    record = json.loads((run / "metrics.json").read_text())
+    record["evaluations"] = [
+        {**evaluation_record(88.0, (0.8, 0.9), 4.0, 2, 5000), "per_example_file": file,
+         "run_steps": record["steps"]}
+        for file in (own, other)
+    ]  # fmt: skip
+    (run / "metrics.json").write_text(json.dumps(record))
+    out = tmp_path / "paired_evaluations.json"
+    stored = {"run": run.name, "own_file": own, "other_file": other, "n_examples": 2,
+              "difference": 0.5, "paired_se": 0.1}  # fmt: skip
+    out.write_text(json.dumps([stored]))
+    main = load_script("paired_evaluations").main
+    assert main([str(run.parent), str(out)]) == 0
+    assert json.loads(out.read_text()) == [stored]  # its files are not in the folder
+    write_run(run, "running", history * 2, 10, None)
+    assert main([str(run.parent), str(out)]) == 0
+    assert json.loads(out.read_text()) == []
 
 
 def test_a_per_example_file_that_does_not_hold_its_records_values_is_not_read(

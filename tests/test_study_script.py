@@ -29,7 +29,9 @@ def run_stage(
     )
 
 
-def test_report_keeps_metrics_and_configs_of_the_study_runs_only(tmp_path: Path) -> None:
+def test_report_keeps_metrics_configs_and_per_example_files_of_the_study_runs_only(
+    tmp_path: Path,
+) -> None:
     study, results = tmp_path / "study", tmp_path / "results"
     for seed, name in enumerate(["dlgm1_vae_s0", "pilot_tied_global", "fam_vae", "fixed_vae"]):
         folder = write_run(
@@ -37,15 +39,20 @@ def test_report_keeps_metrics_and_configs_of_the_study_runs_only(tmp_path: Path)
         )
         (folder / "checkpoints").mkdir()
         (folder / "checkpoints" / "best.pt").write_bytes(b"never copied")
+        (folder / "train.log").write_text("never copied")
+    per_example = "test_per_example_k5000_data-ab53c616.h5"  # kept: pairs are measured from it
+    (study / "dlgm1_vae_s0" / per_example).write_bytes(b"copied")
     done = run_stage("report", study, results)
     assert done.returncode == 0, done.stderr
     kept = sorted(path.name for path in (results / "runs").iterdir())
     assert kept == ["dlgm1_vae_s0", "pilot_tied_global"]  # fam_*, fixed_*: their own stages
-    for name in kept:
+    for name, files in zip(kept, ([per_example], []), strict=True):
         assert sorted(p.name for p in (results / "runs" / name).iterdir()) == [
             "config.yaml",
             "metrics.json",
+            *files,
         ]
+    assert (results / "runs" / "dlgm1_vae_s0" / per_example).read_bytes() == b"copied"
     assert "DLGM 1hl + VAE" in (results / "table.md").read_text()
     assert (results / "table.csv").read_text().startswith("table,")
 

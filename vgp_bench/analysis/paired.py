@@ -15,8 +15,9 @@ from typing import Any
 
 import h5py
 
+from vgp_bench.analysis.report.runs import tests_at_current_step
 from vgp_bench.data_identity import DATA_IDENTITY_KEYS, data_changes
-from vgp_bench.run.metrics import Evaluation, RunRecord
+from vgp_bench.run.metrics import Evaluation, RunRecord, read_record
 
 # the per-example file's datasets, as -log p(x) and -bound
 PER_EXAMPLE_KEYS = {"nll": "log_likelihood", "bound_nll": "bound"}
@@ -103,3 +104,22 @@ def paired_difference(first: Sequence[float], second: Sequence[float]) -> tuple[
     return statistics.fmean(differences), statistics.stdev(differences) / math.sqrt(
         len(differences)
     )
+
+
+def stored_pair_stands(sources: Sequence[tuple[Path, str]]) -> bool:
+    """Whether a paired difference measured earlier from per-example files, each `(run folder,
+    file name)`, stands as it was stored because it cannot be measured again now: every run
+    folder either has no record (a renewed checkout took it) or a record whose current
+    evaluations still name the file, and at least one of the files is gone. A run trained or
+    evaluated anew since then names other files and drops the pair."""
+    missing = False
+    for folder, name in sources:
+        path = folder / "metrics.json"
+        if not path.is_file():
+            missing = True
+            continue
+        current = tests_at_current_step(read_record(path))
+        if name not in {evaluation.per_example_file for evaluation in current}:
+            return False
+        missing = missing or not (folder / name).is_file()
+    return missing
