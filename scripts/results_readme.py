@@ -1691,6 +1691,9 @@ VALUES: dict[str, Callable[[], str]] = {
     "convergence.paper.repeat": lambda: repeat_of(
         C, "dlgm2_vgp_paper_s0", "dlgm2_vgp_paper_lost2_s0"
     ),
+    "convergence.twin.repeat": lambda: repeat_of(
+        C, "dlgm2_vgp_paper_affine_s0", "dlgm2_vgp_paper_affine_lost1_s0"
+    ),
     "convergence.min_delta": lambda: convergence_setting("trainer.early_stopping.min_delta"),
     "convergence.stop_gains": stop_gains,
     "dlgm2.lead.min": lambda: f"{min(dlgm2_leads()):.2f}",
