@@ -31,7 +31,7 @@ collect_and_report() {
     for excluded in "$@"; do [[ $name == "$excluded"* ]] && continue 2; done
     mkdir -p "$results/runs/$name"
     cp "$folder/metrics.json" "$folder/config.yaml" "$results/runs/$name/"
-    find "$folder" -maxdepth 1 -name '*_per_example_*.h5' -exec cp {} "$results/runs/$name/" \;
+    find "$folder" -maxdepth 1 -name '*_per_example_*.h5' -exec cp -t "$results/runs/$name/" {} +
   done
   run_tool vgp-report vgp_bench.analysis.report "$results/runs" --curves "$results/valid_curves.png" \
     >"$results/table.md"

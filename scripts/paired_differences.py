@@ -31,10 +31,11 @@ from vgp_bench.analysis.paired import (
     PER_EXAMPLE_KEYS,
     paired_difference,
     per_example_values,
+    record_run_id,
     same_test_images,
     stored_pair_stands,
 )
-from vgp_bench.analysis.report.runs import tests_at_current_step
+from vgp_bench.analysis.report.runs import is_lost_snapshot, tests_at_current_step
 from vgp_bench.run.metrics import RunRecord, read_record
 
 RUN_NAME = re.compile(r"(?P<row>.+)_s(?P<seed>\d+)")
@@ -45,7 +46,11 @@ def current_tests(study_dir: Path) -> dict[tuple[str, int], tuple[Path, RunRecor
     runs: dict[tuple[str, int], tuple[Path, RunRecord]] = {}
     for folder in sorted(study_dir.iterdir()) if study_dir.is_dir() else []:
         match = RUN_NAME.fullmatch(folder.name)
-        if match is None or not (folder / "metrics.json").is_file():
+        if (
+            match is None
+            or is_lost_snapshot(folder.name)
+            or not (folder / "metrics.json").is_file()
+        ):
             continue
         record = read_record(folder / "metrics.json")
         if tests_at_current_step(record):
@@ -67,6 +72,7 @@ def test_pairs(first: tuple[Path, RunRecord], second: tuple[Path, RunRecord]) ->
                 "n_examples": a.n_examples,
                 "is_samples": a.is_samples,
                 "files": [a.per_example_file, b.per_example_file],
+                "run_ids": [first_record.run_id, second_record.run_id],
             }
             for key in PER_EXAMPLE_KEYS:
                 values = (
@@ -102,19 +108,17 @@ def study_pairs(study_dir: Path) -> list[dict[str, Any]]:
 def kept_pairs(out: Path, study_dir: Path) -> list[dict[str, Any]]:
     """The pairs `out` already holds that cannot be measured again because a per-example file
     of theirs is gone (with a renewed checkout, or never copied to a results folder) while the
-    tests they came from are still their runs' current ones: kept as they were measured."""
-    if not out.is_file():
-        return []
-    return [
-        pair
-        for pair in json.loads(out.read_text())
-        if stored_pair_stands(
-            [
-                (study_dir / f"{run}_s{pair['seed']}", name)
-                for run, name in zip((pair["first"], pair["second"]), pair["files"], strict=True)
-            ]
-        )
-    ]
+    tests they came from are still the same runs' current ones: kept as they were measured,
+    with the runs' run_ids (taken from their records where a pair stored before had none)."""
+    kept = []
+    for pair in json.loads(out.read_text()) if out.is_file() else []:
+        folders = [study_dir / f"{run}_s{pair['seed']}" for run in (pair["first"], pair["second"])]
+        known = pair.get("run_ids") or [None, None]
+        if stored_pair_stands(list(zip(folders, pair["files"], known, strict=True))):
+            kept.append(
+                {**pair, "run_ids": pair.get("run_ids") or list(map(record_run_id, folders))}
+            )
+    return kept
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,8 +23,10 @@ from typing import Any
 from vgp_bench.analysis.paired import (
     paired_difference,
     per_example_values,
+    record_run_id,
     stored_pair_stands,
 )
+from vgp_bench.analysis.report.runs import is_lost_snapshot
 from vgp_bench.run.metrics import RunRecord, read_record
 
 
@@ -54,6 +56,7 @@ def run_pairs(folder: Path) -> list[dict[str, Any]]:
                 "run": folder.name,
                 "own_file": own.per_example_file,
                 "other_file": other.per_example_file,
+                "run_id": record.run_id,
                 "n_examples": own.n_examples,
                 "difference": difference,
                 "paired_se": paired_se,
@@ -65,16 +68,16 @@ def run_pairs(folder: Path) -> list[dict[str, Any]]:
 def kept_pairs(out: Path, study_dir: Path) -> list[dict[str, Any]]:
     """The pairs `out` already holds that cannot be measured again because a per-example file
     of theirs is gone (with a renewed checkout, or never copied to a results folder) while the
-    evaluations they came from are still their run's current ones: kept as they were measured."""
-    if not out.is_file():
-        return []
-    return [
-        pair
-        for pair in json.loads(out.read_text())
-        if stored_pair_stands(
-            [(study_dir / pair["run"], pair[key]) for key in ("own_file", "other_file")]
-        )
-    ]
+    evaluations they came from are still the same run's current ones: kept as they were
+    measured, with the run's run_id (taken from its record where a pair stored before had
+    none)."""
+    kept = []
+    for pair in json.loads(out.read_text()) if out.is_file() else []:
+        folder = study_dir / pair["run"]
+        files = (pair["own_file"], pair["other_file"])
+        if stored_pair_stands([(folder, name, pair.get("run_id")) for name in files]):
+            kept.append({**pair, "run_id": pair.get("run_id") or record_run_id(folder)})
+    return kept
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     pairs = [
         pair
         for folder in folders
-        if (folder / "metrics.json").is_file()
+        if (folder / "metrics.json").is_file() and not is_lost_snapshot(folder.name)
         for pair in run_pairs(folder)
     ]
     pairs = sorted(pairs + kept_pairs(out, study_dir), key=lambda pair: pair["run"])

@@ -681,32 +681,66 @@ def test_a_stored_pair_stands_while_its_runs_still_name_the_files_it_came_from(
     tmp_path: Path,
 ) -> None:
     """A pair measured earlier is kept where it cannot be measured again (a file gone, a run
-    folder gone) while the runs' records still name its files as their current tests; a run
-    trained again drops it, and a pair whose files are all there is measured, not kept.
-    scripts/paired_evaluations.py keeps a run's pairs by the same rule."""
+    folder gone) while the same runs' records (their run_ids) still name its files as their
+    current tests; a run trained again, or another realization of it tested into a file of the
+    same name, drops it, and a pair whose files are all there is measured, not kept.
+    scripts/paired_evaluations.py keeps a run's pairs by the same rule; both scripts pair no
+    lost run's snapshot."""
     from vgp_bench.analysis.paired import stored_pair_stands
 
     history = [{"epoch": 1, "valid_bound": -90.0}]
     name = "test_per_example_k5000.h5"
-    first, second = tmp_path / "runs" / "a_s0", tmp_path / "runs" / "b_s0"
-    for folder in (first, second):
-        test = evaluation_record(88.0, (0.8, 0.9), 4.0, 2, 5000)
+
+    def tested(folder: Path, run_id: str, nll: float = 88.0) -> None:
+        test = evaluation_record(nll, (0.8, 0.9), 4.0, 2, 5000)
         write_run(folder, "finished", history, 10, {**test, "per_example_file": name})
-    sources = [(first, name), (second, name)]
+        record = json.loads((folder / "metrics.json").read_text())
+        record = {**record, "run_id": run_id, "dataset": FORMAT_2}
+        (folder / "metrics.json").write_text(json.dumps(record))
+
+    first, second = tmp_path / "runs" / "a_s0", tmp_path / "runs" / "b_s0"
+    tested(first, "a1")
+    tested(second, "b1")
+    sources = [(first, name, "a1"), (second, name, "b1")]
     assert stored_pair_stands(sources)  # both files gone
+    assert stored_pair_stands([(first, name, None), (second, name, None)])  # no run_ids stored
     per_example_file(first, name, [87.0, 89.0])
     assert stored_pair_stands(sources)  # one file gone
     per_example_file(second, name, [87.0, 89.0])
     assert not stored_pair_stands(sources)  # both there: measured again
     shutil.rmtree(second)
     assert stored_pair_stands(sources)  # a folder gone with its checkout
+    tested(first, "a2", 80.0)
+    assert not stored_pair_stands(sources)  # another realization, a file of the same name
     write_run(first, "running", history * 2, 10, None)
-    assert not stored_pair_stands(sources)  # trained again: the test is not current
+    assert not stored_pair_stands([(first, name, None)])  # trained again: not its current test
+
+    # the script: a stored pair whose other run's file is gone, and the first run tested again
+    # as another realization into a file of the same name, is dropped, not kept stale
+    study, out = tmp_path / "study", tmp_path / "paired_differences.json"
+    tested(study / "a_s0", "a1")
+    tested(study / "b_s0", "b1")
+    tested(study / "b_lost1_s0", "b0")  # a lost run's snapshot: never paired
+    per_example_file(study / "b_lost1_s0", name, [88.5, 87.5])
+    per_example_file(study / "a_s0", name, [87.0, 89.0])
+    per_example_file(study / "b_s0", name, [87.5, 88.5])
+    main = load_script("paired_differences").main
+    assert main([str(study), str(out)]) == 0
+    (measured,) = json.loads(out.read_text())
+    assert (measured["first"], measured["second"], measured["run_ids"]) == ("a", "b", ["a1", "b1"])
+    (study / "b_s0" / name).unlink()
+    assert main([str(study), str(out)]) == 0
+    assert json.loads(out.read_text()) == [measured]  # kept as measured
+    tested(study / "a_s0", "a2", 80.0)
+    per_example_file(study / "a_s0", name, [79.0, 81.0])
+    assert main([str(study), str(out)]) == 0
+    assert json.loads(out.read_text()) == []
 
     own, other = "test_per_example_k5000.h5", "test_per_example_k5000_data-c0ffee00.h5"
     run = tmp_path / "calibration" / "burda_s0"
     write_run(run, "finished", history, 10, None)
     record = json.loads((run / "metrics.json").read_text())
+    record["run_id"] = "r1"
     record["evaluations"] = [
         {**evaluation_record(88.0, (0.8, 0.9), 4.0, 2, 5000), "per_example_file": file,
          "run_steps": record["steps"]}
@@ -719,7 +753,8 @@ def test_a_stored_pair_stands_while_its_runs_still_name_the_files_it_came_from(
     out.write_text(json.dumps([stored]))
     main = load_script("paired_evaluations").main
     assert main([str(run.parent), str(out)]) == 0
-    assert json.loads(out.read_text()) == [stored]  # its files are not in the folder
+    # its files are not in the folder: kept, with the run_id it was measured with
+    assert json.loads(out.read_text()) == [{**stored, "run_id": "r1"}]
     write_run(run, "running", history * 2, 10, None)
     assert main([str(run.parent), str(out)]) == 0
     assert json.loads(out.read_text()) == []

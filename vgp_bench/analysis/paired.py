@@ -15,7 +15,6 @@ from typing import Any
 
 import h5py
 
-from vgp_bench.analysis.report.runs import tests_at_current_step
 from vgp_bench.data_identity import DATA_IDENTITY_KEYS, data_changes
 from vgp_bench.run.metrics import Evaluation, RunRecord, read_record
 
@@ -106,20 +105,38 @@ def paired_difference(first: Sequence[float], second: Sequence[float]) -> tuple[
     )
 
 
-def stored_pair_stands(sources: Sequence[tuple[Path, str]]) -> bool:
+def current_files(record: RunRecord) -> set[str]:
+    """The per-example files that the run's evaluations of its current step name (its
+    end-of-training test, and vgp-eval's while the run has not trained past them)."""
+    evaluations = [record.test] + [
+        evaluation
+        for evaluation in record.evaluations or []
+        if (evaluation.run_steps if evaluation.has("run_steps") else record.steps) == record.steps
+    ]
+    return {str(e.per_example_file) for e in evaluations if e is not None and e.per_example_file}
+
+
+def stored_pair_stands(sources: Sequence[tuple[Path, str, str | None]]) -> bool:
     """Whether a paired difference measured earlier from per-example files, each `(run folder,
-    file name)`, stands as it was stored because it cannot be measured again now: every run
-    folder either has no record (a renewed checkout took it) or a record whose current
-    evaluations still name the file, and at least one of the files is gone. A run trained or
-    evaluated anew since then names other files and drops the pair."""
+    file name, the run's run_id then)`, stands as it was stored because it cannot be measured
+    again now: every run folder either has no record (a renewed checkout took it) or the same
+    run's record (its run_id, where the pair stored one) whose current evaluations still name
+    the file, and at least one of the files is gone. A run trained again, or tested again
+    since, names other files or is another run, and drops the pair."""
     missing = False
-    for folder, name in sources:
+    for folder, name, run_id in sources:
         path = folder / "metrics.json"
         if not path.is_file():
             missing = True
             continue
-        current = tests_at_current_step(read_record(path))
-        if name not in {evaluation.per_example_file for evaluation in current}:
+        record = read_record(path)
+        if (run_id is not None and record.run_id != run_id) or name not in current_files(record):
             return False
         missing = missing or not (folder / name).is_file()
     return missing
+
+
+def record_run_id(folder: Path) -> str | None:
+    """The run_id of the record in a run folder (None without one)."""
+    path = folder / "metrics.json"
+    return read_record(path).run_id if path.is_file() else None
