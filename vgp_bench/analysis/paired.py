@@ -121,8 +121,8 @@ def stored_pair_stands(sources: Sequence[tuple[Path, str, str | None]]) -> bool:
     file name, the run's run_id then)`, stands as it was stored because it cannot be measured
     again now: every run folder either has no record (a renewed checkout took it) or the same
     run's record (its run_id, where the pair stored one) whose current evaluations still name
-    the file, and at least one of the files is gone. A run trained again, or tested again
-    since, names other files or is another run, and drops the pair."""
+    the file, and at least one of the files is gone. A run trained on since names other files,
+    and another realization of it (a run started anew) is another run: either drops the pair."""
     missing = False
     for folder, name, run_id in sources:
         path = folder / "metrics.json"
