@@ -1398,6 +1398,87 @@ def draw_differences_table(study: str = D) -> str:
     return table(header, rows)
 
 
+# each family's two realizations of seed 0: the first machine's runs, tested on the first 1000
+# test images before that machine was replaced with their folders (snapshots of commit 7970b27
+# renamed `_lost1`), and this machine's, whose floats differ from the first step on
+REALIZATIONS = (("the first machine's (lost)", "_lost1_s0"), ("this machine's", "_s0"))
+
+
+def first_test(study: str, run: str) -> dict[str, Any] | None:
+    """A finished run's end-of-training test (on the first test images), else None."""
+    metrics = load(study, run) if has_run(study, run) else {}
+    return metrics.get("test") if metrics.get("status") == "finished" else None
+
+
+def draw_realizations_table(study: str = D) -> str:
+    """Each family's two realizations of seed 0 at their end-of-training tests (the same first
+    test images and S), and the differences between realizations and between families."""
+    header = ["", "epochs", "last valid bound", "test images", "S", "-log p(x) (IS)", "-bound"]
+    rows: list[list[object]] = []
+    for label, run, _ in DRAW_RUNS[:2]:
+        for machine, suffix in REALIZATIONS:
+            name = run.removesuffix("_s0") + suffix
+            metrics = load(study, name) if has_run(study, name) else {}
+            test = first_test(study, name)
+            cells: list[object] = [f"{label}, {machine}"]
+            if not metrics:
+                rows.append([*cells, "not run", *["—"] * (len(header) - 2)])
+                continue
+            history = metrics["history"]
+            last_bound = f"{history[-1]['valid_bound']:.2f}" if history else "—"
+            cells += [metrics["epochs_completed"], last_bound]
+            if test is None:
+                rows.append([*cells, where_it_is(metrics), "—", "—", "—"])
+                continue
+            cells += [test["n_examples"], test["is_samples"]]
+            cells += [estimate_cell(metrics, test, key) for key in ("nll", "bound_nll")]
+            rows.append(cells)
+    differences = [
+        (f"{label}: the first machine's - this machine's", [
+            run.removesuffix("_s0") + suffix for _, suffix in REALIZATIONS
+        ])
+        for label, run, _ in DRAW_RUNS[:2]
+    ] + [
+        (f"VAE - VGP, {machine}", [run.removesuffix("_s0") + suffix for _, run, _ in DRAW_RUNS[:2]])
+        for machine, suffix in REALIZATIONS
+    ]  # fmt: skip
+    difference_rows: list[list[object]] = []
+    for name, runs in differences:
+        tests = [first_test(study, run) for run in runs]
+        if tests[0] is None or tests[1] is None:
+            difference_rows.append([name, "waiting for both runs", "—", "—"])
+            continue
+        cells = [name]
+        for key in ("nll", "bound_nll"):
+            se = math.hypot(tests[0][f"{key}_stderr"], tests[1][f"{key}_stderr"])
+            cells.append(difference_cell(tests[0][key] - tests[1][key], se))
+        rows_of = (runs[0].removesuffix("_s0"), runs[1].removesuffix("_s0"))
+        cells.insert(2, paired_cell(study, rows_of, 0, (tests[0], tests[1]), "nll"))
+        difference_rows.append(cells)
+    header_differences = ["", "-log p(x) (IS)", "IS, paired over the test images", "-bound"]
+    return table(header, rows) + "\n" + table(header_differences, difference_rows)
+
+
+def draw_realization_spread(study: str = D) -> str:
+    """How far the two realizations of DRAW + VAE lie apart on their first test images, against
+    the VAE - VGP difference of the first machine's runs, in words."""
+    vae = [first_test(study, f"draw_vae{suffix}") for _, suffix in REALIZATIONS]
+    first = [
+        first_test(study, f"{run.removesuffix('_s0')}_lost1_s0") for _, run, _ in DRAW_RUNS[:2]
+    ]
+    if any(test is None for test in [*vae, *first]):
+        return "is not measured yet"
+    spread = abs(vae[0]["nll"] - vae[1]["nll"])
+    lead = first[0]["nll"] - first[1]["nll"]
+    images = vae[0]["n_examples"]
+    compared = "more" if spread > abs(lead) else "less"
+    return (
+        f"lie {spread:.2f} nats apart (IS, the first {images} test images), {compared} than the "
+        f"{abs(lead):.2f} nats by which the first machine's "
+        + ("VGP led its VAE" if lead > 0 else "VAE led its VGP")
+    )
+
+
 # the VGP head statistics the DRAW reading quotes (docs/design.md, 5.2), as the runs record them
 WARP_KEYS = (
     "z/warp_share", "z/nonlinear_warp_share", "z/variance_dispersion", "z/total_correlation"
@@ -1545,6 +1626,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "draw": draw_table,
     "draw-differences": draw_differences_table,
     "draw-fit": draw_fit_table,
+    "draw-realizations": draw_realizations_table,
 }
 
 
@@ -1673,6 +1755,7 @@ def draw_paper_costs() -> dict[str, float]:
 
 VALUES: dict[str, Callable[[], str]] = {
     "draw.reading": draw_reading,
+    "draw.realizations.vae": draw_realization_spread,
     "draw.paper.step_s": lambda: f"{draw_paper_costs()['step_s']:.1f}",
     "draw.paper.image_sample_ms": lambda: f"{draw_paper_costs()['image_sample_ms']:.0f}",
     "draw.paper.training_h": lambda: f"{draw_paper_costs()['training_h']:.0f}",

@@ -792,6 +792,35 @@ def draw_run(folder: Path, status: str, epochs: int, test: tuple[float, int, int
     write_run(folder, status, history, 500, evaluation)
 
 
+def test_the_draw_realizations_table_sets_each_familys_two_realizations_side_by_side(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Each family's lost run and this machine's, at their end-of-training tests; the spread
+    between a family's realizations and each machine's VAE - VGP difference, with unpaired
+    standard errors; a run still training waits, and the sentence compares the VAE's spread
+    with the first machine's lead."""
+    module = script()
+    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    runs = tmp_path / "draw-r" / "runs"
+    assert module.draw_realization_spread("draw-r") == "is not measured yet"
+    draw_run(runs / "draw_vae_lost1_s0", "finished", 10, (114.0, 1000, 1000))
+    draw_run(runs / "draw_vgp_default_lost1_s0", "finished", 10, (105.0, 1000, 1000))
+    draw_run(runs / "draw_vae_s0", "finished", 10, (102.0, 1000, 1000))
+    draw_run(runs / "draw_vgp_default_s0", "running", 2, None)
+    text = module.draw_realizations_table("draw-r")
+    assert "| DRAW + VAE, this machine's | 10 | -110.00 | 1000 | 1000 | 102.00 ± 0.30 |" in text
+    assert "| DRAW + VGP, the default, this machine's | 2 | -118.00 | training, epoch 2 |" in text
+    unpaired = module.difference_cell(12.0, math.hypot(0.3, 0.3))
+    assert f"| DRAW + VAE: the first machine's - this machine's | {unpaired} |" in text
+    lead = module.difference_cell(9.0, math.hypot(0.3, 0.3))
+    assert f"| VAE - VGP, the first machine's (lost) | {lead} | {module.NO_PAIR} |" in text
+    assert "| VAE - VGP, this machine's | waiting for both runs |" in text
+    assert module.draw_realization_spread("draw-r") == (
+        "lie 12.00 nats apart (IS, the first 1000 test images), more than the 9.00 nats by "
+        "which the first machine's VGP led its VAE"
+    )
+
+
 def test_the_draw_tables_compare_the_families_only_at_equal_epochs_images_and_samples(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
