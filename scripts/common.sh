@@ -18,9 +18,8 @@ run_python() {
 }
 
 # collect_and_report PREFIX RESULTS [EXCLUDED...]: the runs under $study_dir named PREFIX* but not
-# EXCLUDED* (metrics.json, config and the tests' per-example files, a few hundred KB at most,
-# which let scripts/paired_*.py pair the runs again after their folders are gone; never
-# checkpoints), their table (md, csv) and validation curves
+# EXCLUDED* (metrics.json and config, never checkpoints or data files such as the tests'
+# per-example files), their table (md, csv) and validation curves
 collect_and_report() {
   local prefix=$1 results=$2 folder name excluded
   shift 2
@@ -31,7 +30,6 @@ collect_and_report() {
     for excluded in "$@"; do [[ $name == "$excluded"* ]] && continue 2; done
     mkdir -p "$results/runs/$name"
     cp "$folder/metrics.json" "$folder/config.yaml" "$results/runs/$name/"
-    find "$folder" -maxdepth 1 -name '*_per_example_*.h5' -exec cp -t "$results/runs/$name/" {} +
   done
   run_tool vgp-report vgp_bench.analysis.report "$results/runs" --curves "$results/valid_curves.png" \
     >"$results/table.md"

@@ -2,19 +2,17 @@
 
 For each seed, each two runs `<row>_s<seed>` of STUDY_DIR, and each two of their test
 evaluations at their current steps (the end-of-training test and vgp-eval's, while the run has
-not trained past them; of its own data or of another data file) that read the same binary
-test images (the same data file contents and draw) with the same S, both with their
-per-example files kept (`eval.save_per_example=true`): the difference first - second of
--log p(x) and of -bound, and its standard error over the images' differences, go to OUT
-(JSON), which the results READMEs read. STUDY_DIR is a study's results folder of runs (the
-study scripts copy each run's metrics.json and per-example files there, so a pair can be
-measured again after the run folders are gone) or its folder of run folders. A pair OUT
-already holds that cannot be measured again, because one of its per-example files is gone
-while both runs' records still name them as their current tests, is kept as it is.
-Seeds differ in more than the test images, so a paired standard error says how precisely one
-seed's difference is measured, not how much it would change with another seed.
+not trained past them; of its own data or of another data file) that read the same binary test
+images (the same data file contents and draw) with the same S, both with their per-example
+files kept (`eval.save_per_example=true`): the difference first - second of -log p(x) and of
+-bound, and its standard error over the images' differences, go to OUT (JSON), which the
+results READMEs read; the per-example files themselves stay in the run folders (data files are
+never committed). A pair OUT already holds that cannot be measured again, because one of its
+per-example files is gone while both runs' records still name them as their current tests, is
+kept as it is. Seeds differ in more than the test images, so a paired standard error says how
+precisely one seed's difference is measured, not how much it would change with another seed.
 
-    .venv/bin/python scripts/paired_differences.py results/convergence/runs \
+    .venv/bin/python scripts/paired_differences.py outputs/studies/convergence \
         results/convergence/paired_differences.json
 """
 

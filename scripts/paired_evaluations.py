@@ -1,15 +1,14 @@
 """Paired differences between a run's test evaluations on its own data and on other data.
 
 For each run folder under STUDY_DIR, each evaluation of other data (vgp-eval's `dataset`) is
-paired with an evaluation on the run's own data of the same images and S, both with their
-per-example files kept (`eval.save_per_example=true`); the difference of -log p(x) and its
-standard error over the images' differences go to OUT (JSON), which the results READMEs read.
-STUDY_DIR is a study's results folder of runs (metrics.json and per-example files, copied by
-the study scripts) or its folder of run folders. A pair OUT already holds that cannot be
-measured again, because one of its per-example files is gone while the run's record still
-names both as current evaluations, is kept as it is.
+paired with an evaluation on the run's own data of the same images and S, both with their per-
+example files kept (`eval.save_per_example=true`); the difference of -log p(x) and its standard
+error over the images' differences go to OUT (JSON), which the results READMEs read. The per-
+example files stay in the run folders (data files are never committed). A pair OUT already
+holds that cannot be measured again, because one of its per-example files is gone while the
+run's record still names both as current evaluations, is kept as it is.
 
-    .venv/bin/python scripts/paired_evaluations.py results/calibration/runs \
+    .venv/bin/python scripts/paired_evaluations.py outputs/studies/calibration \
         results/calibration/paired_evaluations.json
 """
 

@@ -38,10 +38,10 @@ train() {
 report() {
   collect_and_report burda_ "$results_dir"
   # the paired differences of each run's evaluations on two data files (from the per-example
-  # files, copied beside each run's metrics.json)
-  run_python scripts/paired_evaluations.py "$results_dir/runs" "$results_dir/paired_evaluations.json"
+  # files, which stay in the run folders; a pair measured before its folders went is kept)
+  run_python scripts/paired_evaluations.py "$study_dir" "$results_dir/paired_evaluations.json"
   # and of two runs tested on the same test images (the protocol run against each other run)
-  run_python scripts/paired_differences.py "$results_dir/runs" "$results_dir/paired_differences.json"
+  run_python scripts/paired_differences.py "$study_dir" "$results_dir/paired_differences.json"
   # where each run stands, and the validation bound at the end of each of the 8 stages
   run_python scripts/study_progress.py "$results_dir/runs" >"$results_dir/progress.md"
   run_python scripts/results_readme.py  # every results README's tables, from results/

@@ -49,7 +49,7 @@ train() { runs | select_runs | train_runs $stopping "data_dir=$data_dir"; }
 
 report() {
   collect_and_report dlgm "$results_dir"
-  run_python scripts/paired_differences.py "$results_dir/runs" "$results_dir/paired_differences.json"
+  run_python scripts/paired_differences.py "$study_dir" "$results_dir/paired_differences.json"
   run_python scripts/study_progress.py "$results_dir/runs" --epochs 1,10,25,50,100,200,300,500,1000 \
     --early-stopping "${PATIENCE:-50},${MIN_DELTA:-0.5}" \
     >"$results_dir/progress.md"

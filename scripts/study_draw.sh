@@ -80,7 +80,7 @@ test_all() {
 
 report() {
   collect_and_report draw_ "$results_dir"
-  run_python scripts/paired_differences.py "$results_dir/runs" "$results_dir/paired_differences.json"
+  run_python scripts/paired_differences.py "$study_dir" "$results_dir/paired_differences.json"
   local folder name figure
   for folder in "$study_dir"/draw_*/; do
     name=$(basename "$folder")
