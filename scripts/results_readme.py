@@ -564,7 +564,8 @@ def lost_note(study: str, name: str) -> str:
     if not lost:
         return ""
     epochs = ", ".join(str(load(study, run)["epochs_completed"]) for run in lost)
-    return f"; lost with the checkout at epochs {epochs} (progress.md)"
+    runs, at = ("an earlier run", "epoch") if len(lost) == 1 else ("earlier runs", "epochs")
+    return f"; {runs} lost at {at} {epochs} (progress.md)"
 
 
 def convergence_table(study: str = C) -> str:

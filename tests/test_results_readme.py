@@ -361,7 +361,7 @@ def test_a_convergence_row_whose_runs_were_lost_says_where_they_got(
     assert module.study_seeds("convergence-lost", "dlgm2_vgp_paper") == []
     lines = module.convergence_table("convergence-lost").splitlines()
     paper = next(line for line in lines if line.startswith("| DLGM 2hl + VGP, the paper's form"))
-    where = "queued; lost with the checkout at epochs 7, 4 (progress.md)"
+    where = "queued; earlier runs lost at epochs 7, 4 (progress.md)"
     assert [cell.strip() for cell in paper.strip("|").split("|")][2] == where
 
 
