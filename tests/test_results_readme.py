@@ -798,7 +798,8 @@ def test_the_draw_realizations_table_sets_each_familys_two_realizations_side_by_
     """Each family's lost run and this machine's, at their end-of-training tests; the spread
     between a family's realizations and each machine's VAE - VGP difference, with unpaired
     standard errors; a run still training waits, and the sentence compares the VAE's spread
-    with the first machine's lead."""
+    with the first machine's lead and, once this machine's pair is tested, says whether the
+    difference keeps its sign."""
     module = script()
     monkeypatch.setattr(module, "RESULTS", tmp_path)
     runs = tmp_path / "draw-r" / "runs"
@@ -819,6 +820,17 @@ def test_the_draw_realizations_table_sets_each_familys_two_realizations_side_by_
         "lie 12.00 nats apart (IS, the first 1000 test images), more than the 9.00 nats by "
         "which the first machine's VGP led its VAE"
     )
+    draw_run(runs / "draw_vgp_default_s0", "finished", 10, (103.0, 1000, 1000))
+    module.load.cache_clear()  # the run's record changed under the module's cache
+    assert module.draw_realization_spread("draw-r") == (
+        "lie 12.00 nats apart (IS, the first 1000 test images), more than the 9.00 nats by "
+        "which the first machine's VGP led its VAE; the two of DRAW + VGP, the default, lie "
+        "2.00 nats apart, and VAE - VGP is +9.00 nats on the first machine's pair and -1.00 on "
+        "this machine's: it changes sign from one realization of the pair to the other"
+    )
+    this_pair = module.difference_cell(-1.0, math.hypot(0.3, 0.3))
+    text = module.draw_realizations_table("draw-r")
+    assert f"| VAE - VGP, this machine's | {this_pair} |" in text
 
 
 def test_the_draw_tables_compare_the_families_only_at_equal_epochs_images_and_samples(
