@@ -1405,6 +1405,24 @@ def draw_differences_table(study: str = D) -> str:
 REALIZATIONS = (("the first machine's (lost)", "_lost1_s0"), ("this machine's", "_s0"))
 
 
+def realizations(study: str = D) -> list[tuple[str, str]]:
+    """Every pair of DRAW runs of one realization, as (label, run-name suffix): seed 0's two
+    realizations, then this machine's further seeds (SEEDS in scripts/study_draw.sh)."""
+    seeds = {
+        int(match[1])
+        for path in (RESULTS / study / "runs").glob("draw_*")
+        if (match := re.fullmatch(r"draw_(?:vae|vgp_default)_s(\d+)", path.name))
+    }
+    further = [(f"this machine's, seed {seed}", f"_s{seed}") for seed in sorted(seeds - {0})]
+    return [*REALIZATIONS, *further]
+
+
+def row_and_seed(run: str) -> tuple[str, int]:
+    """A run's row and seed: draw_vae_lost1_s0 -> (draw_vae_lost1, 0)."""
+    row, seed = run.rsplit("_s", 1)
+    return row, int(seed)
+
+
 def first_test(study: str, run: str) -> dict[str, Any] | None:
     """A finished run's end-of-training test (on the first test images), else None."""
     metrics = load(study, run) if has_run(study, run) else {}
@@ -1412,12 +1430,15 @@ def first_test(study: str, run: str) -> dict[str, Any] | None:
 
 
 def draw_realizations_table(study: str = D) -> str:
-    """Each family's two realizations of seed 0 at their end-of-training tests (the same first
-    test images and S), and the differences between realizations and between families."""
+    """Each family's realizations (seed 0 on two machines, then further seeds) at their
+    end-of-training tests (the same first test images and S); the differences between seed 0's
+    realizations, each pair's VAE - VGP, and their mean with its standard error over the pairs
+    (the spread between realizations, which no standard error over the test images holds)."""
     header = ["", "epochs", "last valid bound", "test images", "S", "-log p(x) (IS)", "-bound"]
+    pairs = realizations(study)
     rows: list[list[object]] = []
     for label, run, _ in DRAW_RUNS[:2]:
-        for machine, suffix in REALIZATIONS:
+        for machine, suffix in pairs:
             name = run.removesuffix("_s0") + suffix
             metrics = load(study, name) if has_run(study, name) else {}
             test = first_test(study, name)
@@ -1441,9 +1462,10 @@ def draw_realizations_table(study: str = D) -> str:
         for label, run, _ in DRAW_RUNS[:2]
     ] + [
         (f"VAE - VGP, {machine}", [run.removesuffix("_s0") + suffix for _, run, _ in DRAW_RUNS[:2]])
-        for machine, suffix in REALIZATIONS
+        for machine, suffix in pairs
     ]  # fmt: skip
     difference_rows: list[list[object]] = []
+    leads: dict[str, list[float]] = {"nll": [], "bound_nll": []}
     for name, runs in differences:
         tests = [first_test(study, run) for run in runs]
         if tests[0] is None or tests[1] is None:
@@ -1453,9 +1475,20 @@ def draw_realizations_table(study: str = D) -> str:
         for key in ("nll", "bound_nll"):
             se = math.hypot(tests[0][f"{key}_stderr"], tests[1][f"{key}_stderr"])
             cells.append(difference_cell(tests[0][key] - tests[1][key], se))
-        rows_of = (runs[0].removesuffix("_s0"), runs[1].removesuffix("_s0"))
-        cells.insert(2, paired_cell(study, rows_of, 0, (tests[0], tests[1]), "nll"))
+            if name.startswith("VAE - VGP"):
+                leads[key].append(tests[0][key] - tests[1][key])
+        (row_a, seed), (row_b, _) = row_and_seed(runs[0]), row_and_seed(runs[1])
+        cells.insert(2, paired_cell(study, (row_a, row_b), seed, (tests[0], tests[1]), "nll"))
         difference_rows.append(cells)
+    count = len(leads["nll"])
+    if count >= 2:
+
+        def mean_cell(key: str) -> str:
+            spread = statistics.stdev(leads[key]) / math.sqrt(count)
+            return difference_cell(statistics.fmean(leads[key]), spread)
+
+        label = f"VAE - VGP, the mean over the {count} pairs (standard error over the pairs)"
+        difference_rows.append([label, mean_cell("nll"), "—", mean_cell("bound_nll")])
     header_differences = ["", "-log p(x) (IS)", "IS, paired over the test images", "-bound"]
     return table(header, rows) + "\n" + table(header_differences, difference_rows)
 

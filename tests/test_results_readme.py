@@ -831,6 +831,26 @@ def test_the_draw_realizations_table_sets_each_familys_two_realizations_side_by_
     this_pair = module.difference_cell(-1.0, math.hypot(0.3, 0.3))
     text = module.draw_realizations_table("draw-r")
     assert f"| VAE - VGP, this machine's | {this_pair} |" in text
+    two = module.difference_cell(4.0, math.sqrt(50.0) / math.sqrt(2))  # +9 and -1
+    mean_row = "| VAE - VGP, the mean over the 2 pairs (standard error over the pairs) |"
+    assert f"{mean_row} {two} | — | {two} |" in text
+    # a further seed of this machine's is a third pair, and the mean is over the three
+    draw_run(runs / "draw_vae_s1", "finished", 10, (100.0, 1000, 1000))
+    draw_run(runs / "draw_vgp_default_s1", "running", 3, None)
+    module.load.cache_clear()
+    assert module.realizations("draw-r")[2:] == [("this machine's, seed 1", "_s1")]
+    text = module.draw_realizations_table("draw-r")
+    assert "| DRAW + VAE, this machine's, seed 1 | 10 | -110.00 | 1000 | 1000 |" in text
+    assert "| VAE - VGP, this machine's, seed 1 | waiting for both runs |" in text
+    draw_run(runs / "draw_vgp_default_s1", "finished", 10, (99.0, 1000, 1000))
+    module.load.cache_clear()
+    text = module.draw_realizations_table("draw-r")
+    three = module.difference_cell(3.0, math.sqrt(56.0 / 2) / math.sqrt(3))  # +9, -1 and +1
+    assert (
+        "| VAE - VGP, the mean over the 3 pairs (standard error over the pairs) | "
+        + (f"{three} | — | {three} |")
+        in text
+    )
 
 
 def test_the_draw_tables_compare_the_families_only_at_equal_epochs_images_and_samples(

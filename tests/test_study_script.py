@@ -116,14 +116,17 @@ def test_the_draw_studys_test_stage_evaluates_finished_runs_on_the_whole_test_se
     tmp_path: Path,
 ) -> None:
     """scripts/study_draw.sh test: vgp-eval on each finished run's last.pt, all test images at
-    S = SAMPLES, added to its metrics.json; a run not finished is skipped, and said so."""
+    S = SAMPLES, added to its metrics.json; a run not finished (or a seed of SEEDS not yet
+    trained) is skipped, and said so."""
     study = tmp_path / "study"
     # a tiny run tested on 4 of its test images at the end of training, as the train stage does
     train(compose_config([*TINY, "eval.subset=4", "eval.is_samples=3"]), study / "draw_vae_s0")
     write_run(
         study / "draw_vgp_default_s0", model="draw", inference="vgp", seed=0, status="running"
     )
-    env = os.environ | {"STUDY_DIR": str(study), "SAMPLES": "5", "DATA_DIR": str(tmp_path)}
+    env = os.environ | {
+        "STUDY_DIR": str(study), "SAMPLES": "5", "DATA_DIR": str(tmp_path), "SEEDS": "0 1"
+    }  # fmt: skip
 
     def test_stage() -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -137,6 +140,7 @@ def test_the_draw_studys_test_stage_evaluates_finished_runs_on_the_whole_test_se
     done = test_stage()
     assert done.returncode == 0, done.stderr
     assert "draw_vgp_default_s0 not finished" in done.stdout
+    assert "draw_vae_s1 not finished" in done.stdout  # SEEDS: a seed not yet trained
     assert "testing draw_vae_s0 on the whole test set, S = 5" in done.stdout
     log = (study / "draw_vae_s0.test.log").read_text()
     assert "stopped" not in done.stdout, log
