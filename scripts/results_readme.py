@@ -1455,40 +1455,40 @@ def draw_realizations_table(study: str = D) -> str:
             cells += [test["n_examples"], test["is_samples"]]
             cells += [estimate_cell(metrics, test, key) for key in ("nll", "bound_nll")]
             rows.append(cells)
+    # (label, the two runs, whether it is a pair's VAE - VGP, which the mean row pools)
     differences = [
         (f"{label}: the first machine's - this machine's", [
             run.removesuffix("_s0") + suffix for _, suffix in REALIZATIONS
-        ])
+        ], False)
         for label, run, _ in DRAW_RUNS[:2]
     ] + [
-        (f"VAE - VGP, {machine}", [run.removesuffix("_s0") + suffix for _, run, _ in DRAW_RUNS[:2]])
+        (f"VAE - VGP, {machine}", [
+            run.removesuffix("_s0") + suffix for _, run, _ in DRAW_RUNS[:2]
+        ], True)
         for machine, suffix in pairs
     ]  # fmt: skip
     difference_rows: list[list[object]] = []
     leads: dict[str, list[float]] = {"nll": [], "bound_nll": []}
-    for name, runs in differences:
+    for name, runs, pooled in differences:
         tests = [first_test(study, run) for run in runs]
         if tests[0] is None or tests[1] is None:
             difference_rows.append([name, "waiting for both runs", "—", "—"])
             continue
         cells = [name]
         for key in ("nll", "bound_nll"):
+            diff = tests[0][key] - tests[1][key]
             se = math.hypot(tests[0][f"{key}_stderr"], tests[1][f"{key}_stderr"])
-            cells.append(difference_cell(tests[0][key] - tests[1][key], se))
-            if name.startswith("VAE - VGP"):
-                leads[key].append(tests[0][key] - tests[1][key])
+            cells.append(difference_cell(diff, se))
+            if pooled:
+                leads[key].append(diff)
         (row_a, seed), (row_b, _) = row_and_seed(runs[0]), row_and_seed(runs[1])
         cells.insert(2, paired_cell(study, (row_a, row_b), seed, (tests[0], tests[1]), "nll"))
         difference_rows.append(cells)
-    count = len(leads["nll"])
-    if count >= 2:
-
-        def mean_cell(key: str) -> str:
-            spread = statistics.stdev(leads[key]) / math.sqrt(count)
-            return difference_cell(statistics.fmean(leads[key]), spread)
-
+    if len(leads["nll"]) >= 2:
+        count = len(leads["nll"])
         label = f"VAE - VGP, the mean over the {count} pairs (standard error over the pairs)"
-        difference_rows.append([label, mean_cell("nll"), "—", mean_cell("bound_nll")])
+        means = [difference_cell(*mean_se(leads[key])) for key in ("nll", "bound_nll")]
+        difference_rows.append([label, means[0], "—", means[1]])
     header_differences = ["", "-log p(x) (IS)", "IS, paired over the test images", "-bound"]
     return table(header, rows) + "\n" + table(header_differences, difference_rows)
 
