@@ -653,6 +653,21 @@ def paired_cells(
     return "; ".join(cells)
 
 
+def any_pair(study: str, a: str, b: str, seeds: Sequence[int]) -> bool:
+    """Whether any of the seeds has its IS difference a - b paired over the test images."""
+    return any(
+        paired_values(
+            study,
+            (a, b),
+            seed,
+            (test_of(study, f"{a}_s{seed}"), test_of(study, f"{b}_s{seed}")),
+            "nll",
+        )
+        is not None
+        for seed in seeds
+    )
+
+
 def test_image_noise(diff: float, se: float) -> str:
     """A difference with its standard error paired over the test images, without the ratio
     that would read as the strength of a result: the test images' noise alone."""
@@ -842,11 +857,13 @@ def yardstick_answer(
     of_seeds = (
         f"seed {seeds[0]}" if len(seeds) == 1 else f"mean of seeds {', '.join(map(str, seeds))}"
     )
-    measured = (
-        f"{pair_label(a, b)}, test -log p(x) (IS), {of_seeds}: {signed(diff)} (paired over "
-        f"the test images, their noise only: "
-        f"{paired_cells(study, a, b, seeds, show=test_image_noise)})"
+    noise = (
+        f"paired over the test images, their noise only: "
+        f"{paired_cells(study, a, b, seeds, show=test_image_noise)}"
+        if any_pair(study, a, b, seeds)
+        else "not paired over the test images: no pair of per-example files"
     )
+    measured = f"{pair_label(a, b)}, test -log p(x) (IS), {of_seeds}: {signed(diff)} ({noise})"
     other = YARDSTICK[family]
     spread = seed_spread(study, other, question)
     if spread is None or spread[0] == 0:

@@ -1075,6 +1075,7 @@ def test_the_dlgm2_answer_reads_one_seed_against_dlgm1s_spread_between_seeds(
         "convergence": ((0, 1, 2), 95.0, 95.4),  # a yes inside dlgm1's interval; a no
         "robust": ((0, 1, 2), 93.0, 92.0),  # a yes beyond the interval; the twin ahead
         "one-dlgm1-seed": ((0,), 95.0, 95.4),
+        "unpaired-twin": ((0, 1, 2), 95.0, 95.4),  # the paper form's per-example file lost
     }
     for study, (dlgm1_seeds, paper, twin) in cases.items():
         for name, values in dlgm1.items():
@@ -1086,7 +1087,7 @@ def test_the_dlgm2_answer_reads_one_seed_against_dlgm1s_spread_between_seeds(
         paired = [  # the twin's pair stored the other way round: its sign turns
             pair("dlgm2_vae", "dlgm2_vgp_paper", 99.5 - paper, 0.05),
             pair("dlgm2_vgp_paper", "dlgm2_vgp_paper_affine", paper - twin, 0.03),
-        ]
+        ][: 1 if study == "unpaired-twin" else 2]
         (tmp_path / study / "paired_differences.json").write_text(json.dumps(paired))
     add("convergence", "dlgm2_vgp_paper_affine", 1, None)
     assert module.convergence_answer(family="dlgm2") == (
@@ -1150,6 +1151,13 @@ def test_the_dlgm2_answer_reads_one_seed_against_dlgm1s_spread_between_seeds(
             "not measured on dlgm2, and dlgm1's same difference has fewer than two seeds."
         )
         for line in unanswered[:2]
+    )
+    unpaired = module.convergence_answer("unpaired-twin", family="dlgm2").splitlines()
+    paired_vae = "seed 1: +4.50 (paired over the test images, their noise only: seed 1: +4.50"
+    assert paired_vae in unpaired[0]
+    assert (
+        "seed 1: +0.40 (not paired over the test images: no pair of per-example files)."
+        in unpaired[1]
     )
     with pytest.raises(ValueError, match="asks no question"):
         module.answer_rows("dlgm2", "Is it the kernel?")
