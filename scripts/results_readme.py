@@ -91,6 +91,11 @@ def signed(value: float, digits: int = 2) -> str:
     return f"{value:+.{digits}f}"
 
 
+def plural(count: int, noun: str) -> str:
+    """'1 epoch', '2 epochs'."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def row(cells: Sequence[object]) -> str:
     """One markdown table row."""
     return "| " + " | ".join(str(cell) for cell in cells) + " |"
@@ -1151,6 +1156,26 @@ def repeat_of(study: str, run: str, other: str) -> str:
     )
 
 
+def lead_at_stops(study: str, run: str, other: str, names: tuple[str, str]) -> str:
+    """How far `other`'s best validation bound stood above `run`'s, the run that stopped first,
+    at `run`'s last epoch and at `other`'s: what of the lead was there at equal epochs, and
+    what came with the epochs only `other` trained. `names` say the two runs in words."""
+    mine, theirs = best_so_far(study, run), best_so_far(study, other)
+    stop, their_stop = max(mine, default=0), max(theirs, default=0)
+    if not stop or their_stop <= stop:
+        return f"{names[0]} has not stopped before {names[1]}"
+    equal, final = theirs[stop] - mine[stop], theirs[their_stop] - mine[stop]
+    return (
+        f"at {names[0]}'s last epoch, {stop}, {names[1]}'s best validation bound was "
+        f"{theirs[stop]:.2f} against {names[0]}'s {mine[stop]:.2f} ({signed(equal)} nats); "
+        f"{names[1]} trained {plural(their_stop - stop, 'epoch')} more, to "
+        f"{theirs[their_stop]:.2f} at its stop ({signed(final)} on {names[0]}'s best): of its "
+        "lead at the stops, "
+        f"{signed(equal)} nats were there at equal epochs and {signed(final - equal)} came with "
+        f"the epochs only {names[1]} trained"
+    )
+
+
 def data_format(dataset: dict[str, Any]) -> str:
     """The data file a run or an evaluation read, in words: its format and content digest."""
     digest = dataset.get("content_sha256")
@@ -1836,6 +1861,9 @@ VALUES: dict[str, Callable[[], str]] = {
     ),
     "convergence.twin.repeat": lambda: repeat_of(
         C, "dlgm2_vgp_paper_affine_s0", "dlgm2_vgp_paper_affine_lost1_s0"
+    ),
+    "convergence.twin.lead_at_stops": lambda: lead_at_stops(
+        C, "dlgm2_vgp_paper_affine_s0", "dlgm2_vgp_paper_s0", ("the twin", "the paper form")
     ),
     "convergence.min_delta": lambda: convergence_setting("trainer.early_stopping.min_delta"),
     "convergence.stop_gains": stop_gains,

@@ -1189,6 +1189,37 @@ def test_a_run_is_compared_with_the_lost_run_it_repeats(tmp_path: Path, monkeypa
     )
 
 
+def test_the_lead_at_the_stops_splits_into_equal_epochs_and_the_epochs_only_one_trained(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """lead_at_stops compares the best bounds so far at the last epoch of the run that stopped
+    first, and at the other's stop; the two parts add up to the lead at the stops."""
+    module = script()
+    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    runs = tmp_path / "study" / "runs"
+
+    def curve(values: list[float]) -> list[dict[str, Any]]:
+        return [{"epoch": e + 1, "valid_bound": v} for e, v in enumerate(values)]
+
+    # best so far, first: -100, -99.5, -99.5 (stops at 3); second: -100, -99, -99, -98.25
+    write_run(runs / "first_s0", "finished", curve([-100.0, -99.5, -99.75]), 10, None)
+    write_run(runs / "second_s0", "finished", curve([-100.5, -99.0, -99.5, -98.25]), 10, None)
+    write_run(runs / "short_s0", "running", curve([-100.0]), 10, None)
+    names = ("the first", "the second")
+    assert module.lead_at_stops("study", "first_s0", "second_s0", names) == (
+        "at the first's last epoch, 3, the second's best validation bound was -99.00 against "
+        "the first's -99.50 (+0.50 nats); the second trained 1 epoch more, to -98.25 at its "
+        "stop (+1.25 on the first's best): of its lead at the stops, +0.50 nats were there at "
+        "equal epochs and +0.75 came with the epochs only the second trained"
+    )
+    assert module.lead_at_stops("study", "second_s0", "first_s0", names) == (
+        "the first has not stopped before the second"
+    )
+    assert module.lead_at_stops("study", "first_s0", "short_s0", names) == (
+        "the first has not stopped before the second"
+    )
+
+
 def test_the_draw_reading_reads_the_khat_and_the_warp_of_the_tested_runs(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
