@@ -610,7 +610,8 @@ def convergence_table(study: str = C) -> str:
     return table(header, rows)
 
 
-NO_PAIR = "— (no pair of per-example files)"  # not kept, or other test data or images
+NO_PAIR = "— (no stored pair of per-example files)"  # not kept, other data or images, or
+# not computed while both files were there
 
 
 def paired_values(
@@ -620,15 +621,19 @@ def paired_values(
     error paired over the test images, from scripts/paired_differences.py (None: no pair)."""
     path = RESULTS / study / "paired_differences.json"
     files = [test.get("per_example_file") for test in tests]
+    run_ids = [load(study, f"{name}_s{seed}").get("run_id") for name in rows]
     for pair in json.loads(path.read_text()) if path.is_file() else []:
         if pair["seed"] != seed or key not in pair:
             continue
+        stored = pair.get("run_ids") or [None, None]
         if [pair["first"], pair["second"]] == list(rows) and pair["files"] == files:
-            sign = 1.0
+            sign, theirs = 1.0, stored
         elif [pair["second"], pair["first"]] == list(rows) and pair["files"] == files[::-1]:
-            sign = -1.0
+            sign, theirs = -1.0, stored[::-1]
         else:
             continue
+        if any(None not in (a, b) and a != b for a, b in zip(theirs, run_ids, strict=True)):
+            continue  # a pair of an earlier realization of these runs (the same file names)
         return sign * pair[key]["difference"], pair[key]["paired_se"]
     return None
 
@@ -755,7 +760,7 @@ CONVERGENCE_ANSWERS = {
             "Is it the GP?",
             "dlgm2_vgp_paper_affine",
             "dlgm2_vgp_paper",
-            "the GP adds to its twin",
+            "the GP improves on its twin",
             "the twin without the GP beats the paper's VGP",
         ),
     ],
@@ -866,7 +871,7 @@ def yardstick_answer(
         f"paired over the test images, their noise only: "
         f"{paired_cells(study, a, b, seeds, show=test_image_noise)}"
         if any_pair(study, a, b, seeds)
-        else "not paired over the test images: no pair of per-example files"
+        else "not paired over the test images: no stored pair of per-example files"
     )
     measured = f"{pair_label(a, b)}, test -log p(x) (IS), {of_seeds}: {signed(diff)} ({noise})"
     other = YARDSTICK[family]
@@ -1157,23 +1162,39 @@ def repeat_of(study: str, run: str, other: str) -> str:
 
 
 def lead_at_stops(study: str, run: str, other: str, names: tuple[str, str]) -> str:
-    """How far `other`'s best validation bound stood above `run`'s, the run that stopped first,
-    at `run`'s last epoch and at `other`'s: what of the lead was there at equal epochs, and
-    what came with the epochs only `other` trained. `names` say the two runs in words."""
+    """`other`'s best validation bound minus `run`'s, both stopped by the early stopping and
+    `run` at an earlier epoch: at `run`'s last epoch (equal epochs) and at `other`'s (the
+    stops), the second part what came with the epochs only `other` trained. `names` say the
+    two runs in words."""
+    records = [load(study, name) for name in (run, other)]
+    if any(r.get("stop_reason") != "early_stopping" for r in records):
+        raise ValueError(f"{study}: {run} and {other} are not both stopped by early stopping")
     mine, theirs = best_so_far(study, run), best_so_far(study, other)
-    stop, their_stop = max(mine, default=0), max(theirs, default=0)
-    if not stop or their_stop <= stop:
-        return f"{names[0]} has not stopped before {names[1]}"
-    equal, final = theirs[stop] - mine[stop], theirs[their_stop] - mine[stop]
+    stop, their_stop = max(mine), max(theirs)
+    if their_stop <= stop:
+        raise ValueError(f"{study}: {other} did not stop after {run} (epochs {their_stop}, {stop})")
+    theirs_at_stop = theirs[max(epoch for epoch in theirs if epoch <= stop)]
+    equal = round(theirs_at_stop - mine[stop], 2)  # rounded so that the parts add up as shown
+    final = round(theirs[their_stop] - mine[stop], 2)
     return (
         f"at {names[0]}'s last epoch, {stop}, {names[1]}'s best validation bound was "
-        f"{theirs[stop]:.2f} against {names[0]}'s {mine[stop]:.2f} ({signed(equal)} nats); "
+        f"{theirs_at_stop:.2f} against {names[0]}'s {mine[stop]:.2f} ({signed(equal)} nats); "
         f"{names[1]} trained {plural(their_stop - stop, 'epoch')} more, to "
-        f"{theirs[their_stop]:.2f} at its stop ({signed(final)} on {names[0]}'s best): of its "
-        "lead at the stops, "
-        f"{signed(equal)} nats were there at equal epochs and {signed(final - equal)} came with "
-        f"the epochs only {names[1]} trained"
+        f"{theirs[their_stop]:.2f} at its stop ({signed(final)} against {names[0]}'s best): of "
+        f"{names[1]}'s best minus {names[0]}'s at the stops, {signed(equal)} nats were there at "
+        f"equal epochs and {signed(final - equal)} came with the epochs only {names[1]} trained"
     )
+
+
+def realization_gap(study: str, run: str, other: str, after: int) -> str:
+    """The largest gap between two realizations' best validation bounds so far over the epochs
+    after `after` both have, in words."""
+    curves = [best_so_far(study, name) for name in (run, other)]
+    common = sorted(epoch for epoch in set(curves[0]) & set(curves[1]) if epoch > after)
+    if not common:
+        raise ValueError(f"{study}: {run} and {other} share no epoch after {after}")
+    gaps = [abs(curves[0][epoch] - curves[1][epoch]) for epoch in common]
+    return f"{min(gaps):.2f} to {max(gaps):.2f} nats over epochs {common[0]} to {common[-1]}"
 
 
 def data_format(dataset: dict[str, Any]) -> str:
@@ -1762,6 +1783,7 @@ def fam(run: str, key: str) -> float:
 CONVERGENCE_DEFAULTS = {
     "trainer.early_stopping.min_delta": "MIN_DELTA",
     "trainer.early_stopping.patience": "PATIENCE",
+    "trainer.epochs": "CAP",
 }
 
 
@@ -1865,6 +1887,11 @@ VALUES: dict[str, Callable[[], str]] = {
     "convergence.twin.lead_at_stops": lambda: lead_at_stops(
         C, "dlgm2_vgp_paper_affine_s0", "dlgm2_vgp_paper_s0", ("the twin", "the paper form")
     ),
+    "convergence.twin.realization_gap": lambda: realization_gap(
+        C, "dlgm2_vgp_paper_affine_s0", "dlgm2_vgp_paper_affine_lost1_s0", 100
+    ),
+    "convergence.patience": lambda: convergence_setting("trainer.early_stopping.patience"),
+    "convergence.cap": lambda: convergence_setting("trainer.epochs"),
     "convergence.min_delta": lambda: convergence_setting("trainer.early_stopping.min_delta"),
     "convergence.stop_gains": stop_gains,
     "dlgm2.lead.min": lambda: f"{min(dlgm2_leads()):.2f}",

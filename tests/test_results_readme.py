@@ -1156,7 +1156,7 @@ def test_the_dlgm2_answer_reads_one_seed_against_dlgm1s_spread_between_seeds(
     paired_vae = "seed 1: +4.50 (paired over the test images, their noise only: seed 1: +4.50"
     assert paired_vae in unpaired[0]
     assert (
-        "seed 1: +0.40 (not paired over the test images: no pair of per-example files)."
+        "seed 1: +0.40 (not paired over the test images: no stored pair of per-example files)."
         in unpaired[1]
     )
     with pytest.raises(ValueError, match="asks no question"):
@@ -1189,35 +1189,79 @@ def test_a_run_is_compared_with_the_lost_run_it_repeats(tmp_path: Path, monkeypa
     )
 
 
+def test_a_stored_pair_counts_only_for_the_runs_it_was_computed_from(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A pair in paired_differences.json is read for the two runs whose run_ids it stores, in
+    either order (the sign turns), or for any runs where it stores none; a pair of an earlier
+    realization, with the same per-example file names, is not read for the runs of now."""
+    module = script()
+    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    runs = tmp_path / "study" / "runs"
+    for name, run_id in (("a_s0", "id-a"), ("b_s0", "id-b")):
+        run_with_test(runs / name, 90.0, 1.0, "test_per_example_k5000.h5")
+        record = json.loads((runs / name / "metrics.json").read_text())
+        (runs / name / "metrics.json").write_text(json.dumps({**record, "run_id": run_id}))
+    tests = (module.test_of("study", "a_s0"), module.test_of("study", "b_s0"))
+
+    def paired(first: str, second: str, run_ids: list[str] | None) -> tuple[float, float] | None:
+        files = [tests[0]["per_example_file"]] * 2
+        stored = {"seed": 0, "first": first, "second": second, "files": files,
+                  "nll": {"difference": 0.4, "paired_se": 0.03}}  # fmt: skip
+        if run_ids is not None:
+            stored["run_ids"] = run_ids
+        (tmp_path / "study" / "paired_differences.json").write_text(json.dumps([stored]))
+        return module.paired_values("study", ("a", "b"), 0, tests, "nll")
+
+    assert paired("a", "b", ["id-a", "id-b"]) == (0.4, 0.03)
+    assert paired("b", "a", ["id-b", "id-a"]) == (-0.4, 0.03)
+    assert paired("a", "b", None) == (0.4, 0.03)
+    assert paired("a", "b", ["id-a", "id-b-of-an-earlier-machine"]) is None
+    assert paired("b", "a", ["id-a", "id-b"]) is None  # stored the other way round: ids swap
+
+
 def test_the_lead_at_the_stops_splits_into_equal_epochs_and_the_epochs_only_one_trained(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
     """lead_at_stops compares the best bounds so far at the last epoch of the run that stopped
-    first, and at the other's stop; the two parts add up to the lead at the stops."""
+    first (the other's last epoch before it where its history has a gap), and at the other's
+    stop; the parts add up as shown; runs not both stopped by the early stopping, or stopped in
+    the other order, are refused. realization_gap gives the range of two realizations' gaps in
+    best bound after an epoch."""
     module = script()
     monkeypatch.setattr(module, "RESULTS", tmp_path)
     runs = tmp_path / "study" / "runs"
 
-    def curve(values: list[float]) -> list[dict[str, Any]]:
-        return [{"epoch": e + 1, "valid_bound": v} for e, v in enumerate(values)]
+    def add(name: str, values: dict[int, float], stop_reason: str | None) -> None:
+        history = [{"epoch": epoch, "valid_bound": v} for epoch, v in values.items()]
+        write_run(runs / name, "finished" if stop_reason else "running", history, 10, None)
+        record = json.loads((runs / name / "metrics.json").read_text())
+        (runs / name / "metrics.json").write_text(
+            json.dumps({**record, "stop_reason": stop_reason})
+        )
 
-    # best so far, first: -100, -99.5, -99.5 (stops at 3); second: -100, -99, -99, -98.25
-    write_run(runs / "first_s0", "finished", curve([-100.0, -99.5, -99.75]), 10, None)
-    write_run(runs / "second_s0", "finished", curve([-100.5, -99.0, -99.5, -98.25]), 10, None)
-    write_run(runs / "short_s0", "running", curve([-100.0]), 10, None)
+    # best so far: first -100, -99.5, -99.5 (stops at 3); second -100.5, -99, (no 3), -98.255
+    add("first_s0", {1: -100.0, 2: -99.5, 3: -99.75}, "early_stopping")
+    add("second_s0", {1: -100.5, 2: -99.0, 4: -98.255}, "early_stopping")
+    add("running_s0", {1: -100.0, 2: -98.0, 3: -97.0, 4: -96.0}, None)
     names = ("the first", "the second")
     assert module.lead_at_stops("study", "first_s0", "second_s0", names) == (
         "at the first's last epoch, 3, the second's best validation bound was -99.00 against "
         "the first's -99.50 (+0.50 nats); the second trained 1 epoch more, to -98.25 at its "
-        "stop (+1.25 on the first's best): of its lead at the stops, +0.50 nats were there at "
-        "equal epochs and +0.75 came with the epochs only the second trained"
+        "stop (+1.25 against the first's best): of the second's best minus the first's at the "
+        "stops, +0.50 nats were there at equal epochs and +0.75 came with the epochs only the "
+        "second trained"
     )
-    assert module.lead_at_stops("study", "second_s0", "first_s0", names) == (
-        "the first has not stopped before the second"
+    with pytest.raises(ValueError, match="did not stop after"):
+        module.lead_at_stops("study", "second_s0", "first_s0", names)
+    with pytest.raises(ValueError, match="not both stopped by early stopping"):
+        module.lead_at_stops("study", "first_s0", "running_s0", names)
+    # gaps of the best so far after epoch 1: epoch 2 1.5, epoch 3 2.5 (epoch 4 not in first)
+    assert module.realization_gap("study", "first_s0", "running_s0", 1) == (
+        "1.50 to 2.50 nats over epochs 2 to 3"
     )
-    assert module.lead_at_stops("study", "first_s0", "short_s0", names) == (
-        "the first has not stopped before the second"
-    )
+    with pytest.raises(ValueError, match="share no epoch after 3"):
+        module.realization_gap("study", "first_s0", "running_s0", 3)
 
 
 def test_the_draw_reading_reads_the_khat_and_the_warp_of_the_tested_runs(
