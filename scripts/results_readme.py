@@ -621,7 +621,8 @@ def paired_values(
     error paired over the test images, from scripts/paired_differences.py (None: no pair)."""
     path = RESULTS / study / "paired_differences.json"
     files = [test.get("per_example_file") for test in tests]
-    run_ids = [load(study, f"{name}_s{seed}").get("run_id") for name in rows]
+    runs = [f"{name}_s{seed}" for name in rows]
+    run_ids = [load(study, run).get("run_id") if has_run(study, run) else None for run in runs]
     for pair in json.loads(path.read_text()) if path.is_file() else []:
         if pair["seed"] != seed or key not in pair:
             continue
@@ -1187,8 +1188,8 @@ def lead_at_stops(study: str, run: str, other: str, names: tuple[str, str]) -> s
 
 
 def realization_gap(study: str, run: str, other: str, after: int) -> str:
-    """The largest gap between two realizations' best validation bounds so far over the epochs
-    after `after` both have, in words."""
+    """The range of the gaps between two realizations' best validation bounds so far over the
+    epochs after `after` both have, in words."""
     curves = [best_so_far(study, name) for name in (run, other)]
     common = sorted(epoch for epoch in set(curves[0]) & set(curves[1]) if epoch > after)
     if not common:
