@@ -657,24 +657,22 @@ def paired_cells(
     study: str, a: str, b: str, seeds: Sequence[int], **show: Callable[[float, float], str]
 ) -> str:
     """Each seed's IS difference a - b paired over the test images of its tests."""
-    cells = []
-    for seed in seeds:
-        tests = (test_of(study, f"{a}_s{seed}"), test_of(study, f"{b}_s{seed}"))
-        cells.append(f"seed {seed}: {paired_cell(study, (a, b), seed, tests, 'nll', **show)}")
-    return "; ".join(cells)
+    cells = (
+        paired_cell(study, (a, b), seed, seed_tests(study, a, b, seed), "nll", **show)
+        for seed in seeds
+    )
+    return "; ".join(f"seed {seed}: {cell}" for seed, cell in zip(seeds, cells, strict=True))
+
+
+def seed_tests(study: str, a: str, b: str, seed: int) -> tuple[dict, dict]:
+    """The test evaluations of rows a and b of one seed that their differences compare."""
+    return test_of(study, f"{a}_s{seed}"), test_of(study, f"{b}_s{seed}")
 
 
 def any_pair(study: str, a: str, b: str, seeds: Sequence[int]) -> bool:
     """Whether any of the seeds has its IS difference a - b paired over the test images."""
     return any(
-        paired_values(
-            study,
-            (a, b),
-            seed,
-            (test_of(study, f"{a}_s{seed}"), test_of(study, f"{b}_s{seed}")),
-            "nll",
-        )
-        is not None
+        paired_values(study, (a, b), seed, seed_tests(study, a, b, seed), "nll") is not None
         for seed in seeds
     )
 
@@ -1126,19 +1124,26 @@ def valid_curve(study: str, run: str) -> dict[int, float]:
     return {int(e["epoch"]): float(e["valid_bound"]) for e in load(study, run)["history"]}
 
 
+def best_gaps(study: str, runs: Sequence[str], after: int) -> dict[int, float]:
+    """The spread (max - min) of the runs' best validation bounds so far at each epoch after
+    `after` that all of them have."""
+    bests = [best_so_far(study, run) for run in runs]
+    common = sorted(set.intersection(*(set(best) for best in bests)))
+    return {e: max(b[e] for b in bests) - min(b[e] for b in bests) for e in common if e > after}
+
+
 def lost_runs_agreement(after: int = 100, study: str = K) -> tuple[int, float, float]:
     """(epochs all lost protocol runs reached, largest gap of their best bounds so far after
     epoch `after`, largest gap of their bounds epoch by epoch)."""
     if len(CALIBRATION_LOST) < 2:
         raise ValueError(f"{study}: fewer than two lost runs to compare: {CALIBRATION_LOST}")
     curves = [valid_curve(study, run) for run in CALIBRATION_LOST]
-    bests = [best_so_far(study, run) for run in CALIBRATION_LOST]
     common = sorted(set.intersection(*(set(curve) for curve in curves)))
     if not common or common != list(range(1, common[-1] + 1)) or common[-1] <= after:
         raise ValueError(
             f"{study}: the lost runs {CALIBRATION_LOST} share no epochs 1..E with E > {after}"
         )
-    best_gap = max(max(b[e] for b in bests) - min(b[e] for b in bests) for e in common if e > after)
+    best_gap = max(best_gaps(study, CALIBRATION_LOST, after).values())
     epoch_gap = max(max(c[e] for c in curves) - min(c[e] for c in curves) for e in common)
     return common[-1], best_gap, epoch_gap
 
@@ -1190,12 +1195,13 @@ def lead_at_stops(study: str, run: str, other: str, names: tuple[str, str]) -> s
 def realization_gap(study: str, run: str, other: str, after: int) -> str:
     """The range of the gaps between two realizations' best validation bounds so far over the
     epochs after `after` both have, in words."""
-    curves = [best_so_far(study, name) for name in (run, other)]
-    common = sorted(epoch for epoch in set(curves[0]) & set(curves[1]) if epoch > after)
-    if not common:
+    gaps = best_gaps(study, (run, other), after)
+    if not gaps:
         raise ValueError(f"{study}: {run} and {other} share no epoch after {after}")
-    gaps = [abs(curves[0][epoch] - curves[1][epoch]) for epoch in common]
-    return f"{min(gaps):.2f} to {max(gaps):.2f} nats over epochs {common[0]} to {common[-1]}"
+    return (
+        f"{min(gaps.values()):.2f} to {max(gaps.values()):.2f} nats over epochs {min(gaps)} to "
+        f"{max(gaps)}"
+    )
 
 
 def data_format(dataset: dict[str, Any]) -> str:
