@@ -175,6 +175,83 @@ def test_the_burda_experiment_composes_as_their_code_runs() -> None:
     assert cfg.eval.checkpoint == "auto" and cfg.trainer.early_stopping.patience is None
 
 
+def flat(node: object, prefix: str = "") -> dict[str, object]:
+    """A composed config as {dotted key: value}."""
+    if isinstance(node, dict):
+        items: dict[str, object] = {}
+        for key, value in node.items():
+            items |= flat(value, f"{prefix}{key}.")
+        return items
+    return {prefix[:-1]: node}
+
+
+@pytest.mark.parametrize(
+    ("experiment", "changes"),
+    [
+        ("burda_dlgm1_vgp", {"inference"}),
+        ("burda_dlgm1_vgp_control", {"inference"}),
+        ("burda_dlgm2_vae", {"model.latent_dims", "model.hidden_dims", "model.name"}),
+    ],
+)
+def test_the_calibrated_rows_change_only_their_inference_or_model(
+    experiment: str, changes: set[str]
+) -> None:
+    """Every key of the protocol (data, training, optimizer, evaluation) is the VAE's."""
+    from omegaconf import OmegaConf
+
+    def keys(name: str) -> dict[str, object]:
+        container = OmegaConf.to_container(compose_config([f"experiment={name}"]), resolve=True)
+        return flat(container)
+
+    protocol, row = keys("burda_dlgm1_vae"), keys(experiment)
+    differing = {
+        key
+        for key in protocol.keys() | row.keys()
+        if protocol.get(key) != row.get(key) and key != "experiment_name"
+    }
+    assert differing and all(any(k.startswith(c) for c in changes) for k in differing), differing
+
+
+def test_the_calibrated_vgp_takes_the_vaes_init_and_scale_link_and_its_control_drops_the_gp():
+    vgp = compose_config(["experiment=burda_dlgm1_vgp"]).inference
+    assert (vgp.name, vgp.warp, vgp.init, vgp.scale_link, vgp.min_scale) == (
+        "vgp",
+        "gp",
+        "glorot_uniform",
+        "exp",
+        0.0,
+    )
+    control = compose_config(["experiment=burda_dlgm1_vgp_control"]).inference
+    assert control.warp == "linear" and control.init == "glorot_uniform"
+
+
+def test_the_vgp_head_starts_its_vae_layers_glorot_and_makes_its_scales_by_exp() -> None:
+    from vgp_bench.inference.vgp import VGPHead
+
+    site = DLGM((1, 2, 2), [3], [[4]]).sites["z"]
+    torch.manual_seed(0)
+    head = VGPHead(
+        site, variational_data_size=6, init="glorot_uniform", scale_link="exp", min_scale=0.0
+    )
+    prior_mean = head.parts.prior_mean
+    for layer in (prior_mean.location_net, prior_mean.warp_scale_net):
+        fan_out, fan_in = layer.weight.shape
+        assert float(layer.weight.detach().abs().max()) <= math.sqrt(6.0 / (fan_in + fan_out))
+        assert not layer.bias.any()
+    torch.manual_seed(0)
+    default = VGPHead(site, variational_data_size=6, min_scale=0.0)
+    glorot_r = dict(head.auxiliary.named_parameters())
+    for name, parameter in default.auxiliary.named_parameters():  # r keeps its own start
+        assert torch.equal(parameter, glorot_r[name])
+    data = head.prepare(torch.randn(5, 4, dtype=torch.float32))
+    raw = prior_mean.warp_scale_net(head.feature_net(data.context))
+    torch.testing.assert_close(data.warp_scale, torch.exp(raw))
+    with pytest.raises(ValueError, match=r"inference\.scale_link"):
+        VGPHead(site, variational_data_size=6, scale_link="relu")
+    with pytest.raises(ValueError, match=r"inference\.init"):
+        VGPHead(site, variational_data_size=6, init="orthogonal")
+
+
 def test_burda_adam_per_tensor_and_multi_tensor_updates_agree_bit_for_bit() -> None:
     """The CPU default (one tensor at a time) computes what the multi-tensor update does."""
     trajectories = []

@@ -34,7 +34,7 @@ from typing import TypeVar
 import torch
 from torch import Tensor, nn
 
-from vgp_bench.distributions import positive_scale
+from vgp_bench.distributions import check_scale_link, positive_scale
 from vgp_bench.errors import ConfigError
 from vgp_bench.gp.cholesky import JitteredCholesky, cholesky_with_jitter
 from vgp_bench.gp.conditional import conditional_mean_variance
@@ -73,7 +73,7 @@ from vgp_bench.inference.vgp_warp import (
     Warp,
     ZeroPriorMean,
 )
-from vgp_bench.nets import mlp, output_dim
+from vgp_bench.nets import initialize, mlp, output_dim
 
 Part = TypeVar("Part", bound=nn.Module)
 
@@ -113,7 +113,9 @@ class VGPHead(VariationalHead):
     - `objective`, `aux_samples` as in the module docstring; `paper_auxiliary` picks the r of
       the paper objective: `factorized` (Section 3.2) or `conditional` (Eq. 6);
     - `hidden_dims`: an MLP on the context shared by the parts; `aux_hidden_dims`: r's MLPs;
-    - `jitter` (relative to sigma^2_ard) grows x10 on a failed Cholesky up to `max_jitter`.
+    - `jitter` (relative to sigma^2_ard) grows x10 on a failed Cholesky up to `max_jitter`;
+    - `scale_link` (softplus or exp) makes s(h) and sigma(h) positive; `init` (default or
+      glorot_uniform) starts the feature MLP, m(h), s(h) and sigma(h), not r or S, T.
 
     Zero prior mean: all t_n start near one linear function of the features (spread
     `init_output_spread`), S ~ N(0, I), omega = 1/c: z is then close to a mean-field Gaussian
@@ -146,8 +148,11 @@ class VGPHead(VariationalHead):
         init_noise_scale: float = 0.1,
         jitter: float = 1e-6,
         max_jitter: float = 1e-2,
+        scale_link: str = "softplus",
+        init: str = "default",
     ) -> None:
         super().__init__(spec)
+        check_scale_link(scale_link, "inference.scale_link")
         self.strategy = choose("inference.objective", objective, OBJECTIVES)  # vgp_objectives
         inputs_part = choose("inference.inputs", inputs, VARIATIONAL_INPUTS)
         outputs_part = choose("inference.outputs", outputs, VARIATIONAL_OUTPUTS)
@@ -172,7 +177,7 @@ class VGPHead(VariationalHead):
             init_noise_scale=init_noise_scale,
         )
         self.aux_samples = int(aux_samples)
-        self.min_scale = min_scale
+        self.min_scale, self.scale_link = min_scale, scale_link
         self.jitter = jitter
         self.max_jitter = max_jitter
         self.z_dim = spec.z_dim
@@ -195,13 +200,13 @@ class VGPHead(VariationalHead):
                 outputs_part(features, m, f_dim, self.outputs_rank, spread, starts_mean_field)
             ),
             mean_field_scale=self._register_members(
-                scale_part(features, spec.z_dim, noise_ratio, min_scale)
+                scale_part(features, spec.z_dim, noise_ratio, min_scale, scale_link)
             ),
-            prior_mean=self._register_members(prior_mean_part(features, spec.z_dim, min_scale)),
+            prior_mean=self._register_members(
+                prior_mean_part(features, spec.z_dim, min_scale, scale_link)
+            ),
             warp=warp_part(),
         )
-        if starts_mean_field:  # sigma starts small and constant: z ~ m + s xi at first
-            parts.mean_field_scale.start_at(init_noise_scale)
         self.parts = parts
         self.auxiliary = AuxiliaryModel(
             spec.context_dim,
@@ -213,6 +218,10 @@ class VGPHead(VariationalHead):
             activation,
             min_scale,
         )
+        for net in (self.feature_net, parts.mean_field_scale, parts.prior_mean):
+            initialize(net, init, "inference.init")  # where the VAE's q stands; r keeps its own
+        if starts_mean_field:  # sigma starts small and constant: z ~ m + s xi at first
+            parts.mean_field_scale.start_at(init_noise_scale)
 
     def _register_members(self, part: Part) -> Part:
         """Register `part`'s parameters and layers on the head under their own names."""
@@ -372,7 +381,7 @@ class VGPHead(VariationalHead):
         if data.scale is not None:
             return f, data.scale
         mean, raw_scale = f.chunk(2, dim=-1)
-        return mean, positive_scale(raw_scale, self.min_scale)
+        return mean, positive_scale(raw_scale, self.min_scale, self.scale_link)
 
     def inverse_warp(self, data: VariationalData, z: Tensor) -> tuple[Tensor, Tensor] | None:
         """The exact posterior of xi given z under the linear part of the warp, or None (the

@@ -31,9 +31,12 @@ class PriorMean(nn.Module, ABC):
 
     starts_mean_field = False  # T = 0 and a small constant sigma at the start
 
-    def __init__(self, features: int, z_dim: int, min_scale: float) -> None:
+    def __init__(
+        self, features: int, z_dim: int, min_scale: float, scale_link: str = "softplus"
+    ) -> None:
         super().__init__()
         self.min_scale = min_scale
+        self.scale_link = scale_link  # of s(h): softplus or exp (distributions.positive_scale)
 
     def prepare(self, features: Tensor, data: VariationalData) -> None:
         """Add what the prior mean needs per call to `data`."""
@@ -82,14 +85,17 @@ class IdentityPriorMean(PriorMean):
 
     starts_mean_field = True
 
-    def __init__(self, features: int, z_dim: int, min_scale: float) -> None:
-        super().__init__(features, z_dim, min_scale)
+    def __init__(
+        self, features: int, z_dim: int, min_scale: float, scale_link: str = "softplus"
+    ) -> None:
+        super().__init__(features, z_dim, min_scale, scale_link)
         self.location_net = nn.Linear(features, z_dim)  # m(h)
-        self.warp_scale_net = nn.Linear(features, z_dim)  # s(h), pre-softplus
+        self.warp_scale_net = nn.Linear(features, z_dim)  # s(h), before its link
 
     def prepare(self, features: Tensor, data: VariationalData) -> None:
         data.location = self.location_net(features)  # [*batch, D]
-        data.warp_scale = positive_scale(self.warp_scale_net(features), self.min_scale)
+        raw_scale = self.warp_scale_net(features)
+        data.warp_scale = positive_scale(raw_scale, self.min_scale, self.scale_link)
 
     def around_gp(
         self, data: VariationalData, xi: Tensor, gp_mean: Tensor, gp_variance: Tensor
@@ -168,9 +174,17 @@ class MeanFieldScale(nn.Module):
 
     gp_outputs_per_latent = 1  # d_f = this x d
 
-    def __init__(self, features: int, z_dim: int, noise_ratio: float, min_scale: float) -> None:
+    def __init__(
+        self,
+        features: int,
+        z_dim: int,
+        noise_ratio: float,
+        min_scale: float,
+        scale_link: str = "softplus",
+    ) -> None:
         super().__init__()
         self.min_scale = min_scale
+        self.scale_link = scale_link  # of a sigma(h) made from the features
 
     def from_features(self, features: Tensor) -> Tensor | None:
         """sigma `[*batch, D]` made before the prior mean's part, or None."""
@@ -186,18 +200,29 @@ class MeanFieldScale(nn.Module):
 class ContextScale(MeanFieldScale):
     """sigma(h) from the features (`mean_field_scale=context`)."""
 
-    def __init__(self, features: int, z_dim: int, noise_ratio: float, min_scale: float) -> None:
-        super().__init__(features, z_dim, noise_ratio, min_scale)
+    def __init__(
+        self,
+        features: int,
+        z_dim: int,
+        noise_ratio: float,
+        min_scale: float,
+        scale_link: str = "softplus",
+    ) -> None:
+        super().__init__(features, z_dim, noise_ratio, min_scale, scale_link)
         self.scale_net = nn.Linear(features, z_dim)
 
     def from_features(self, features: Tensor) -> Tensor:
-        return positive_scale(self.scale_net(features), self.min_scale)  # [*batch, D]
+        raw_scale = self.scale_net(features)
+        return positive_scale(raw_scale, self.min_scale, self.scale_link)  # [*batch, D]
 
     def start_at(self, noise_scale: float) -> None:
         with torch.no_grad():
             self.scale_net.weight.zero_()
             raw = noise_scale - self.min_scale
-            self.scale_net.bias.fill_(raw + math.log(-math.expm1(-raw)))  # softplus^-1
+            inverse_link = (
+                math.log(raw) if self.scale_link == "exp" else raw + math.log(-math.expm1(-raw))
+            )  # exp^-1 or softplus^-1
+            self.scale_net.bias.fill_(inverse_link)
 
 
 class GPScale(MeanFieldScale):
@@ -212,8 +237,15 @@ class TiedScale(MeanFieldScale):
     z always passes through xi, so the VGP cannot become a mean-field Gaussian by moving the
     variance from s(h) to sigma(h)."""
 
-    def __init__(self, features: int, z_dim: int, noise_ratio: float, min_scale: float) -> None:
-        super().__init__(features, z_dim, noise_ratio, min_scale)
+    def __init__(
+        self,
+        features: int,
+        z_dim: int,
+        noise_ratio: float,
+        min_scale: float,
+        scale_link: str = "softplus",
+    ) -> None:
+        super().__init__(features, z_dim, noise_ratio, min_scale, scale_link)
         self.noise_ratio = float(noise_ratio)
 
     def after_prior_mean(self, data: VariationalData) -> None:
