@@ -2,7 +2,7 @@
 
 Checked: every table between `<!-- table:NAME -->` markers and every number between
 `<!-- v:NAME -->` markers in the results READMEs (vgp_vs_vae, dlgm1_families, convergence,
-calibration, draw) equals what scripts/results_readme.py computes from the committed runs (test
+calibration, draw) equals what vgp_bench/studies computes from the committed runs (test
 IS and bound with their standard errors, bound - IS, aux gap, k-hat share, validation bounds by
 epoch and best, differences between methods with unpaired standard errors and per-seed
 differences, the pilots' and the fixed decoder's warp statistics, the local-gap fits, the family
@@ -32,6 +32,43 @@ import pytest
 
 from tests.helpers import load_script
 from vgp_bench.analysis.paired import data_read
+from vgp_bench.analysis.report.runs import chosen_evaluation
+from vgp_bench.studies import runs as study_runs
+from vgp_bench.studies.answers import answer_rows, seed_spread
+from vgp_bench.studies.calibration import (
+    CALIBRATION_LOST,
+    calibration_anchor,
+    calibration_data_table,
+    calibration_differences_table,
+    calibration_reading,
+    calibration_status,
+    calibration_table,
+    calibration_test,
+    lost_runs_agreement,
+)
+from vgp_bench.studies.cells import difference_cell, signed
+from vgp_bench.studies.convergence import (
+    QUESTIONS,
+    convergence_answer,
+    convergence_differences_table,
+    convergence_table,
+    stop_gains,
+)
+from vgp_bench.studies.curves import lead_at_stops, realization_gap, repeat_of
+from vgp_bench.studies.differences import NO_PAIR, paired_values, seeds_for_three_se
+from vgp_bench.studies.differences import difference as row_difference
+from vgp_bench.studies.draw import (
+    draw_differences_table,
+    draw_fit_table,
+    draw_paper_costs,
+    draw_reading,
+    draw_realization_spread,
+    draw_realizations_table,
+    draw_table,
+)
+from vgp_bench.studies.draw_realizations import realizations
+from vgp_bench.studies.readme import STUDIES, readme_path, render
+from vgp_bench.studies.spread import chi_square_quantile, deviation_interval
 
 ROOT = Path(__file__).resolve().parent.parent
 # decimals that are settings or architecture, not results
@@ -39,9 +76,11 @@ CONSTANTS = {"0.7", "7.5M"}  # the PSIS k-hat threshold; the dense T(h) layer's 
 README_CONSTANTS = {"3.11"}  # the Python version
 
 
-def script() -> Any:
-    """scripts/results_readme.py as a module."""
-    return load_script("results_readme")
+@pytest.fixture(autouse=True)
+def fresh_records() -> None:
+    """Each test reads the run records afresh (the package reads each once per process)."""
+    study_runs.load.cache_clear()
+    study_runs.valid_curve.cache_clear()
 
 
 def loose_decimals(text: str) -> list[str]:
@@ -79,19 +118,34 @@ def test_a_study_on_old_mnist_data_says_so() -> None:
 
 def test_generated_tables_and_numbers_are_up_to_date() -> None:
     """Every generated table and number equals what the runs give."""
-    module = script()
-    for study in module.READMES:
-        text = (ROOT / "results" / study / "README.md").read_text()
-        assert module.render(text) == text, f"run scripts/results_readme.py ({study})"
+    for study in STUDIES:
+        text = readme_path(study).read_text()
+        assert render(text, study) == text, f"run scripts/results_readme.py ({study.name})"
 
 
 def test_every_marker_names_a_generator() -> None:
-    """A table or value name the script does not know fails instead of vanishing."""
-    module = script()
-    for study in module.READMES:
-        text = (ROOT / "results" / study / "README.md").read_text()
-        assert set(re.findall(r"<!-- table:([\w.-]+) -->", text)) <= set(module.TABLES)
-        assert set(re.findall(r"<!-- v:([\w.-]+) -->", text)) <= set(module.VALUES)
+    """A table or value name its study does not declare fails instead of vanishing."""
+    for study in STUDIES:
+        text = readme_path(study).read_text()
+        assert set(re.findall(r"<!-- table:([\w.-]+) -->", text)) <= set(study.tables)
+        assert set(re.findall(r"<!-- v:([\w.-]+) -->", text)) <= set(study.values)
+
+
+def test_every_readme_with_generated_places_is_a_declared_study() -> None:
+    """A results README with a generated table or value has its study declared, once; a study's
+    README is results/<study>/README.md."""
+    names = [study.name for study in STUDIES]
+    assert len(names) == len(set(names))
+    marked = {
+        path.parent.name
+        for path in (ROOT / "results").glob("*/README.md")
+        if re.search(r"<!-- (table|v):[\w.-]+ -->", path.read_text())
+        and path.parent.name != "reproduction"  # its costs table: reproduction_costs.py's
+    }
+    assert marked == set(names)
+    assert all(
+        readme_path(study) == ROOT / "results" / study.name / "README.md" for study in STUDIES
+    )
 
 
 def calibration_protocol_decimals() -> set[str]:
@@ -120,8 +174,7 @@ def section(text: str, heading: str) -> str:
 def test_no_number_is_quoted_by_hand() -> None:
     """Outside generated places the results READMEs hold no decimal number, bar the
     calibration protocol section's settings, which must be the code's."""
-    module = script()
-    for study in module.READMES:
+    for study in (study.name for study in STUDIES):
         text = (ROOT / "results" / study / "README.md").read_text()
         if study == "calibration":
             protocol = section(text, "## Protocol")
@@ -148,7 +201,7 @@ def test_the_top_readme_quotes_no_result() -> None:
 def test_the_quoted_overstatements_stay_mended() -> None:
     """The numbers issue 24 named: the smallest dlgm2 lead, the fixed-r control behind the VAE,
     its largest validation gap (epoch 11), and the family runs' wall-clock range."""
-    values = {name: compute() for name, compute in script().VALUES.items()}
+    values = {name: compute() for study in STUDIES for name, compute in study.values.items()}
     assert values["dlgm2.lead.min"] == "1.80"
     assert values["dlgm2.fixed_r.behind"] == "0.09"
     assert (values["dlgm2.fixed_r.max_gap"], values["dlgm2.fixed_r.max_gap_epoch"]) == (
@@ -162,16 +215,15 @@ def test_the_convergence_tables_pool_tested_rows_and_say_where_the_others_are() 
     """Run on the 100-epoch study's runs: a tested row gets its epochs, test numbers and head
     statistics at the tested epoch, a missing row is queued, and a pair with a common seed
     gets its difference and whether it calls for more seeds."""
-    module = script()
-    lines = module.convergence_table("vgp_vs_vae").splitlines()
+    lines = convergence_table("vgp_vs_vae").splitlines()
     paper = next(line for line in lines if line.startswith("| DLGM 2hl + VGP, the paper's form"))
-    test = module.test_of("vgp_vs_vae", "dlgm2_vgp_paper_s0")
-    metrics = module.load("vgp_vs_vae", "dlgm2_vgp_paper_s0")
+    test = study_runs.test_of("vgp_vs_vae", "dlgm2_vgp_paper_s0")
+    metrics = study_runs.load("vgp_vs_vae", "dlgm2_vgp_paper_s0")
     cells = [cell.strip() for cell in paper.strip("|").split("|")]
     assert cells[1] == "0" and cells[2] == f"{metrics['epochs_completed']} (cap)"
     assert cells[3] == f"{metrics['wall_time_s'] / 3600:.1f}"  # the training epochs' time
     assert cells[6] == f"{test['nll']:.2f} ± {test['nll_stderr']:.2f}"
-    tested_at = next(e for e in metrics["history"] if e["epoch"] == module.best_epoch(metrics))
+    tested_at = next(e for e in metrics["history"] if e["epoch"] == study_runs.best_epoch(metrics))
     assert cells[8] == f"{tested_at['z/warp_share']:.3f}"
     assert cells[11] == f"{test['pareto_k_above_0_7']:.2f}"
     vae = next(line for line in lines if line.startswith("| DLGM 2hl + VAE"))
@@ -179,10 +231,10 @@ def test_the_convergence_tables_pool_tested_rows_and_say_where_the_others_are() 
     assert any(
         line.startswith("| DLGM 2hl + the paper form's twin") and "queued" in line for line in lines
     )
-    differences = module.convergence_differences_table("vgp_vs_vae")
-    vae_test = module.test_of("vgp_vs_vae", "dlgm2_vae_s0")
+    differences = convergence_differences_table("vgp_vs_vae")
+    vae_test = study_runs.test_of("vgp_vs_vae", "dlgm2_vae_s0")
     se = math.hypot(vae_test["nll_stderr"], test["nll_stderr"])
-    cell = module.difference_cell(vae_test["nll"] - test["nll"], se)
+    cell = difference_cell(vae_test["nll"] - test["nll"], se)
     assert f"| dlgm2: VAE - the paper's VGP | 0 | {cell} |" in differences
 
 
@@ -270,14 +322,13 @@ def test_the_calibration_table_measures_each_run_against_the_anchor(
     """The anchor is the paper module's DLGM + VAE number; a tested run gets its IS and bound,
     its distance to the anchor and the verdict (within the tolerance, or by how much it
     misses); a run still training says so; a run never started says so."""
-    module = script()
-    monkeypatch.setattr(module, "RESULTS", tmp_path)
-    anchor = module.calibration_anchor()
+    monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
+    anchor = calibration_anchor()
     assert anchor == 86.76
     runs = tmp_path / "calibration-a" / "runs"
     calibration_run(runs / "burda_dlgm1_vae_s0", "finished", 30, anchor + 0.3, planned=30)
     calibration_run(runs / "burda_dlgm1_vae_fixed_s0", "running", 12, None)
-    text = module.calibration_table("calibration-a")
+    text = calibration_table("calibration-a")
     cells = calibration_cells(text, "burda_dlgm1_vae_s0")
     assert cells[2:5] == ["format 2, c0ffee00", "30 of 30", "-99.95"]
     assert cells[5:8] == ["-97.10 (29)", "10000", "5000"]
@@ -287,11 +338,11 @@ def test_the_calibration_table_measures_each_run_against_the_anchor(
 
     runs = tmp_path / "calibration-b" / "runs"
     calibration_run(runs / "burda_dlgm1_vae_s0", "finished", 30, anchor + 1.25, planned=30)
-    text = module.calibration_table("calibration-b")
+    text = calibration_table("calibration-b")
     cells = calibration_cells(text, "burda_dlgm1_vae_s0")
     assert cells[10:] == ["+1.25", "misses: 1.25 nats worse, 0.75 beyond (SE 0.08)"]
     assert calibration_cells(text, "burda_dlgm1_vae_fixed_s0")[3] == "not run"
-    assert "no run evaluated on other data yet" in module.calibration_data_table("calibration-b")
+    assert "no run evaluated on other data yet" in calibration_data_table("calibration-b")
 
 
 def test_the_calibration_status_says_where_the_protocol_run_stands_and_quotes_its_one_test(
@@ -300,26 +351,25 @@ def test_the_calibration_status_says_where_the_protocol_run_stands_and_quotes_it
     """Not started, training, finished without its test, interrupted after a test, stopped
     early, tested: each state in words; the README's numbers come only from the one test a
     finished run got at the end of training, and the verdict reads either side of the anchor."""
-    module = script()
-    monkeypatch.setattr(module, "RESULTS", tmp_path)
-    anchor = module.calibration_anchor()
+    monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
+    anchor = calibration_anchor()
     study = "calibration-status"
     folder = tmp_path / study / "runs" / "burda_dlgm1_vae_s0"
     run = "`burda_dlgm1_vae_s0`"
 
     def state(status: str, epochs: int, test_nll: float | None, planned: int = 30) -> str:
         calibration_run(folder, status, epochs, test_nll, planned=planned)
-        module.load.cache_clear()
-        return module.calibration_status(study)
+        study_runs.load.cache_clear()
+        return calibration_status(study)
 
-    assert module.calibration_status(study) == f"{run} not started"
+    assert calibration_status(study) == f"{run} not started"
     assert state("running", 12, None) == f"{run} (seed 0) training, epoch 12 of 30"
     assert state("finished", 30, None) == f"{run} (seed 0) finished, not tested, epoch 30 of 30"
     assert state("interrupted", 20, anchor) == f"{run} (seed 0) training, epoch 20 of 30"
     for untested in ("running", "finished", "interrupted"):
         state(untested, 30, None if untested == "finished" else anchor)
         with pytest.raises(ValueError, match="not tested yet"):
-            module.calibration_test(study)
+            calibration_test(study)
     assert state("finished", 20, anchor + 1.25) == (
         f"{run} stopped at epoch 20 of 30 (seed 0) and tested once: -log p(x) = 88.01 ± 0.08 "
         "(k = 5000, 10,000 test images), +1.25 nats from the anchor: misses: 1.25 nats worse, "
@@ -335,16 +385,16 @@ def test_the_calibration_status_says_where_the_protocol_run_stands_and_quotes_it
     # evaluation, not the protocol's one test
     record["evaluations"] = [{**record["test"], "nll": 80.0, "is_samples": 10000}]
     (folder / "metrics.json").write_text(json.dumps(record))
-    module.load.cache_clear()
-    assert module.chosen_evaluation(module.load(study, "burda_dlgm1_vae_s0"))["nll"] == 80.0
-    assert module.calibration_reading(study) == {
+    study_runs.load.cache_clear()
+    assert chosen_evaluation(study_runs.load(study, "burda_dlgm1_vae_s0"))["nll"] == 80.0
+    assert calibration_reading(study) == {
         "se": "0.08",
         "images": "10,000",
         "samples": "5000",
         "khat_share": "94%",
         "bound_gap": "4.00",
     }
-    assert "-log p(x) = 86.46 ± 0.08" in module.calibration_status(study)
+    assert "-log p(x) = 86.46 ± 0.08" in calibration_status(study)
 
 
 def test_a_convergence_row_whose_runs_were_lost_says_where_they_got(
@@ -352,14 +402,13 @@ def test_a_convergence_row_whose_runs_were_lost_says_where_they_got(
 ) -> None:
     """A row with no live run but snapshots of lost ones is queued and names the epochs they
     reached; the lost snapshots are not seeds of the row."""
-    module = script()
-    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
     runs = tmp_path / "convergence-lost" / "runs"
     for number, epochs in ((1, 7), (2, 4)):
         curve = [{"epoch": e, "valid_bound": -110.0 + e} for e in range(1, epochs + 1)]
         write_run(runs / f"dlgm2_vgp_paper_lost{number}_s0", "running", curve, 10, None)
-    assert module.study_seeds("convergence-lost", "dlgm2_vgp_paper") == []
-    lines = module.convergence_table("convergence-lost").splitlines()
+    assert study_runs.study_seeds("convergence-lost", "dlgm2_vgp_paper") == []
+    lines = convergence_table("convergence-lost").splitlines()
     paper = next(line for line in lines if line.startswith("| DLGM 2hl + VGP, the paper's form"))
     where = "queued; earlier runs lost at epochs 7, 4 (progress.md)"
     assert [cell.strip() for cell in paper.strip("|").split("|")][2] == where
@@ -372,9 +421,8 @@ def test_the_lost_runs_of_the_protocol_are_rows_and_their_agreement_is_measured(
     tested; the README's check that the lost runs trained alike is computed from their curves
     over the epochs both reached: the largest gap of the best bounds so far after epoch 100,
     and the largest gap epoch by epoch."""
-    module = script()
-    monkeypatch.setattr(module, "RESULTS", tmp_path)
-    first, second = module.CALIBRATION_LOST
+    monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
+    first, second = CALIBRATION_LOST
     runs = tmp_path / "calibration-lost" / "runs"
     calibration_run(runs / "burda_dlgm1_vae_s0", "running", 5, None)
     curve = [{"epoch": e, "valid_bound": -120.0 + e / 10} for e in range(1, 151)]
@@ -388,10 +436,10 @@ def test_the_lost_runs_of_the_protocol_are_rows_and_their_agreement_is_measured(
         record = json.loads((runs / run / "metrics.json").read_text())
         record["dataset"] = FORMAT_2
         (runs / run / "metrics.json").write_text(json.dumps(record))
-    epochs, best_gap, epoch_gap = module.lost_runs_agreement(study="calibration-lost")
+    epochs, best_gap, epoch_gap = lost_runs_agreement(study="calibration-lost")
     assert epochs == 150
     assert best_gap == pytest.approx(0.1) and epoch_gap == pytest.approx(0.5)
-    text = module.calibration_table("calibration-lost")
+    text = calibration_table("calibration-lost")
     cells = calibration_cells(text, second)
     assert cells[3] == "151 of 3280"
     assert cells[6:] == ["lost at epoch 151 or a little later, not tested", *["—"] * 5]
@@ -421,8 +469,7 @@ def test_a_run_tested_on_two_data_files_gets_the_paired_difference(
     which data it read, as older code wrote it), says it is not the protocol's end; the data
     table pairs it with the evaluation of the same parameters on format 2, the standard error
     over the images' differences when both per-example files are kept."""
-    module = script()
-    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
     folder = tmp_path / "calibration" / "runs" / "burda_dlgm1_vae_format1_s0"
     calibration_run(folder, "interrupted", 20, None, planned=30, dataset={"format_version": 1})
     record = json.loads((folder / "metrics.json").read_text())
@@ -435,11 +482,11 @@ def test_a_run_tested_on_two_data_files_gets_the_paired_difference(
     stale = {**other, "nll": 80.0, "run_steps": record["steps"] - 10}  # an earlier step's
     record["evaluations"] = [own, stale, other]
     (folder / "metrics.json").write_text(json.dumps(record))
-    row = calibration_cells(module.calibration_table(), "burda_dlgm1_vae_format1_s0")
+    row = calibration_cells(calibration_table(), "burda_dlgm1_vae_format1_s0")
     assert row[2:4] == ["format 1", "20 of 30"] and row[8] == "87.75 ± 0.80"
     assert row[-1] == "not the protocol: stopped at epoch 20 of 30"
     assert (
-        module.calibration_data_table()
+        calibration_data_table()
         .splitlines()[-1]
         .endswith("| -0.85 | — (per-example files not kept) |")
     )
@@ -456,7 +503,7 @@ def test_a_run_tested_on_two_data_files_gets_the_paired_difference(
     assert paired.read_text() == measured
     (row,) = [
         calibration_cells(line, "burda_dlgm1_vae_format1_s0")
-        for line in module.calibration_data_table().splitlines()
+        for line in calibration_data_table().splitlines()
         if line.startswith("| `burda")
     ]
     differences = [b - a for a, b in zip(own_data, format_2, strict=True)]
@@ -475,19 +522,18 @@ def test_the_protocol_run_is_compared_with_each_other_run_on_the_same_test_image
     the table's sign (the other run minus the protocol) though the JSON stores the pair the
     other way round; the fixed-binarization twin, tested on the file's own draw, is compared
     unpaired and says why; a run not run, or one not yet tested, says so."""
-    module = script()
-    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
     dynamic = {**FORMAT_2, "binarization": "dynamic", "eval_binarization_seed": 12345}
     runs = tmp_path / "calibration" / "runs"
     protocol, fixed, format1 = (
         runs / f"burda_dlgm1_vae{kind}_s0" for kind in ("", "_fixed", "_format1")
     )
     calibration_run(protocol, "running", 12, None, dataset=dynamic)
-    rows = module.calibration_differences_table().splitlines()[2:]
+    rows = calibration_differences_table().splitlines()[2:]
     assert "`burda_dlgm1_vae_fixed_s0` not run" in rows[0]
     assert "`burda_dlgm1_vae_format1_s0` not run" in rows[1]
     calibration_run(format1, "interrupted", 20, None, planned=30)
-    rows = module.calibration_differences_table().splitlines()[2:]
+    rows = calibration_differences_table().splitlines()[2:]
     waiting = "waiting for the test of `burda_dlgm1_vae_format1_s0` and `burda_dlgm1_vae_s0`"
     assert waiting in rows[1]
 
@@ -532,7 +578,7 @@ def test_the_protocol_run_is_compared_with_each_other_run_on_the_same_test_image
         )
     ]
     (format1 / "metrics.json").write_text(json.dumps(record))
-    module.load.cache_clear()  # the runs' records changed under the module's cache
+    study_runs.load.cache_clear()  # the runs' records changed under the module's cache
     out = tmp_path / "calibration" / "paired_differences.json"
     assert load_script("paired_differences").main([str(runs), str(out)]) == 0
     pairs = {(pair["first"], pair["second"]): pair for pair in json.loads(out.read_text())}
@@ -548,7 +594,7 @@ def test_the_protocol_run_is_compared_with_each_other_run_on_the_same_test_image
     def cells(line: str) -> list[str]:
         return [cell.strip() for cell in line.strip("|").split("|")]
 
-    fixed_row, format1_row = (cells(line) for line in module.calibration_differences_table()
+    fixed_row, format1_row = (cells(line) for line in calibration_differences_table()
                               .splitlines()[2:])  # fmt: skip
     differences = [a - b for a, b in zip(values["format1 on format 2"], values["protocol"])]
     paired_se = statistics.stdev(differences) / math.sqrt(len(differences))
@@ -556,13 +602,13 @@ def test_the_protocol_run_is_compared_with_each_other_run_on_the_same_test_image
     assert format1_row[:9] == [
         "format-1 data - the protocol", "30, 30", "format 2, c0ffee00, drawn once with seed 12345",
         "4", "5000", "87.50 ± 0.80", "86.50 ± 0.80",
-        module.difference_cell(mean, math.hypot(0.8, 0.8)),
-        module.difference_cell(mean, paired_se, digits=3),
+        difference_cell(mean, math.hypot(0.8, 0.8)),
+        difference_cell(mean, paired_se, digits=3),
     ]  # fmt: skip
     fixed_mean = statistics.fmean(values["fixed"]) - statistics.fmean(values["protocol"])
     assert fixed_row[2] == "format 2, c0ffee00: the file's own draw / drawn once with seed 12345"
     assert fixed_row[7:9] == [
-        module.difference_cell(fixed_mean, math.hypot(0.8, 0.8)),
+        difference_cell(fixed_mean, math.hypot(0.8, 0.8)),
         "— (other binary draws of the test images)",
     ]
 
@@ -588,8 +634,7 @@ def test_two_rows_of_one_seed_get_their_difference_paired_over_the_test_images(
     images and S whose files hold what their records say (not another seed's, nor a test of
     other data or another S, nor one whose file was not kept); the differences table shows the
     pair beside the unpaired difference, in the sign of the table's row either way round."""
-    module = script()
-    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
     runs = tmp_path / "convergence" / "runs"
     history = [{"epoch": 1, "valid_bound": -90.0}]
     nll = {
@@ -659,7 +704,7 @@ def test_two_rows_of_one_seed_get_their_difference_paired_over_the_test_images(
         difference, paired_se = paired("dlgm1_vae_s0", "dlgm1_vgp_default_s0", values)
         assert pair[key]["difference"] == pytest.approx(difference)
         assert pair[key]["paired_se"] == pytest.approx(paired_se)
-    table = module.convergence_differences_table()
+    table = convergence_differences_table()
 
     def row_of(label: str) -> list[str]:
         line = next(line for line in table.splitlines() if line.startswith(f"| {label}"))
@@ -670,11 +715,11 @@ def test_two_rows_of_one_seed_get_their_difference_paired_over_the_test_images(
         ("dlgm1: control - the default VGP", "dlgm1_vgp_linear_s0", "dlgm1_vgp_default_s0"),
     ]:  # the second pair is stored the other way round (default before linear)
         difference, paired_se = paired(a, b, nll)
-        unpaired = module.difference_cell(difference, math.hypot(0.8, 0.8))
-        expected = "seed 0: " + module.difference_cell(difference, paired_se, digits=3)
+        unpaired = difference_cell(difference, math.hypot(0.8, 0.8))
+        expected = "seed 0: " + difference_cell(difference, paired_se, digits=3)
         assert row_of(label)[1:4] == ["0", unpaired, expected]
     for label in ("dlgm2: VAE - the paper's VGP", "dlgm2: VAE - the twin"):
-        assert row_of(label)[3] == f"seed 0: {module.NO_PAIR}"
+        assert row_of(label)[3] == f"seed 0: {NO_PAIR}"
 
 
 def test_a_stored_pair_stands_while_its_runs_still_name_the_files_it_came_from(
@@ -800,52 +845,51 @@ def test_the_draw_realizations_table_sets_each_familys_two_realizations_side_by_
     standard errors; a run still training waits, and the sentence compares the VAE's spread
     with the first machine's lead and, once this machine's pair is tested, says whether the
     difference keeps its sign."""
-    module = script()
-    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
     runs = tmp_path / "draw-r" / "runs"
-    assert module.draw_realization_spread("draw-r") == "is not measured yet"
+    assert draw_realization_spread("draw-r") == "is not measured yet"
     draw_run(runs / "draw_vae_lost1_s0", "finished", 10, (114.0, 1000, 1000))
     draw_run(runs / "draw_vgp_default_lost1_s0", "finished", 10, (105.0, 1000, 1000))
     draw_run(runs / "draw_vae_s0", "finished", 10, (102.0, 1000, 1000))
     draw_run(runs / "draw_vgp_default_s0", "running", 2, None)
-    text = module.draw_realizations_table("draw-r")
+    text = draw_realizations_table("draw-r")
     assert "| DRAW + VAE, this machine's | 10 | -110.00 | 1000 | 1000 | 102.00 ± 0.30 |" in text
     assert "| DRAW + VGP, the default, this machine's | 2 | -118.00 | training, epoch 2 |" in text
-    unpaired = module.difference_cell(12.0, math.hypot(0.3, 0.3))
+    unpaired = difference_cell(12.0, math.hypot(0.3, 0.3))
     assert f"| DRAW + VAE: the first machine's - this machine's | {unpaired} |" in text
-    lead = module.difference_cell(9.0, math.hypot(0.3, 0.3))
-    assert f"| VAE - VGP, the first machine's (lost) | {lead} | {module.NO_PAIR} |" in text
+    lead = difference_cell(9.0, math.hypot(0.3, 0.3))
+    assert f"| VAE - VGP, the first machine's (lost) | {lead} | {NO_PAIR} |" in text
     assert "| VAE - VGP, this machine's | waiting for both runs |" in text
-    assert module.draw_realization_spread("draw-r") == (
+    assert draw_realization_spread("draw-r") == (
         "lie 12.00 nats apart (IS, the first 1000 test images), more than the 9.00 nats by "
         "which the first machine's VGP led its VAE"
     )
     draw_run(runs / "draw_vgp_default_s0", "finished", 10, (103.0, 1000, 1000))
-    module.load.cache_clear()  # the run's record changed under the module's cache
-    assert module.draw_realization_spread("draw-r") == (
+    study_runs.load.cache_clear()  # the run's record changed under the module's cache
+    assert draw_realization_spread("draw-r") == (
         "lie 12.00 nats apart (IS, the first 1000 test images), more than the 9.00 nats by "
         "which the first machine's VGP led its VAE; the two of DRAW + VGP, the default, lie "
         "2.00 nats apart, and VAE - VGP is +9.00 nats on the first machine's pair and -1.00 on "
         "this machine's: it changes sign from one realization of the pair to the other"
     )
-    this_pair = module.difference_cell(-1.0, math.hypot(0.3, 0.3))
-    text = module.draw_realizations_table("draw-r")
+    this_pair = difference_cell(-1.0, math.hypot(0.3, 0.3))
+    text = draw_realizations_table("draw-r")
     assert f"| VAE - VGP, this machine's | {this_pair} |" in text
-    two = module.difference_cell(4.0, math.sqrt(50.0) / math.sqrt(2))  # +9 and -1
+    two = difference_cell(4.0, math.sqrt(50.0) / math.sqrt(2))  # +9 and -1
     mean_row = "| VAE - VGP, the mean over the 2 pairs (standard error over the pairs) |"
     assert f"{mean_row} {two} | — | {two} |" in text
     # a further seed of this machine's is a third pair, and the mean is over the three
     draw_run(runs / "draw_vae_s1", "finished", 10, (100.0, 1000, 1000))
     draw_run(runs / "draw_vgp_default_s1", "running", 3, None)
-    module.load.cache_clear()
-    assert module.realizations("draw-r")[2:] == [("this machine's, seed 1", "_s1")]
-    text = module.draw_realizations_table("draw-r")
+    study_runs.load.cache_clear()
+    assert realizations("draw-r")[2:] == [("this machine's, seed 1", "_s1")]
+    text = draw_realizations_table("draw-r")
     assert "| DRAW + VAE, this machine's, seed 1 | 10 | -110.00 | 1000 | 1000 |" in text
     assert "| VAE - VGP, this machine's, seed 1 | waiting for both runs |" in text
     draw_run(runs / "draw_vgp_default_s1", "finished", 10, (99.0, 1000, 1000))
-    module.load.cache_clear()
-    text = module.draw_realizations_table("draw-r")
-    three = module.difference_cell(3.0, math.sqrt(56.0 / 2) / math.sqrt(3))  # +9, -1 and +1
+    study_runs.load.cache_clear()
+    text = draw_realizations_table("draw-r")
+    three = difference_cell(3.0, math.sqrt(56.0 / 2) / math.sqrt(3))  # +9, -1 and +1
     assert (
         "| VAE - VGP, the mean over the 3 pairs (standard error over the pairs) | "
         + (f"{three} | — | {three} |")
@@ -859,13 +903,12 @@ def test_the_draw_tables_compare_the_families_only_at_equal_epochs_images_and_sa
     """A tested DRAW run gets its validation bounds by epoch, its test evaluation and the
     paper's converged number beside it; the VAE - VGP difference needs equal epochs, images
     and S; a run still training and a run never started say so."""
-    module = script()
-    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
     runs = tmp_path / "draw-a" / "runs"
     draw_run(runs / "draw_vae_s0", "finished", 10, (95.0, 10000, 1000))
     draw_run(runs / "draw_vgp_default_s0", "finished", 10, (93.5, 10000, 1000))
     draw_run(runs / "draw_vgp_paper_s0", "running", 3, None)
-    text = module.draw_table("draw-a")
+    text = draw_table("draw-a")
     vae = [cell.strip() for cell in text.splitlines()[2].strip("|").split("|")]
     assert vae == [
         "DRAW + VAE", "10", "-119.00", "-118.00", "-115.00", "-110.00", "10000", "1000",
@@ -873,10 +916,10 @@ def test_the_draw_tables_compare_the_families_only_at_equal_epochs_images_and_sa
     ]  # fmt: skip
     paper = text.splitlines()[4]
     assert "training, epoch 3" in paper and paper.endswith("| 79.88 |")
-    differences = module.draw_differences_table("draw-a")
+    differences = draw_differences_table("draw-a")
     se = math.hypot(0.3, 0.3)
-    cell = module.difference_cell(1.5, se)
-    expected = f"| VAE - VGP, the default | 10 | {cell} | {module.NO_PAIR} |"
+    cell = difference_cell(1.5, se)
+    expected = f"| VAE - VGP, the default | 10 | {cell} | {NO_PAIR} |"
     assert expected in differences and "10000 images, S = 1000" in differences
     assert "| VAE - VGP, the paper's form | — | — | — | — | waiting for both rows |" in differences
 
@@ -896,37 +939,33 @@ def test_the_draw_tables_compare_the_families_only_at_equal_epochs_images_and_sa
         (runs / run / "metrics.json").write_text(json.dumps(record))
         bounds = [value + 6.0 for value in values]  # as draw_run's records have it
         per_example_file(runs / run, "test_per_example_k1000_first1000.h5", values, bounds, 1000)
-    assert "94.00 ± 0.30" in module.draw_table("draw-b")  # the VAE's most precise test
+    assert "94.00 ± 0.30" in draw_table("draw-b")  # the VAE's most precise test
     out = tmp_path / "draw-b" / "paired_differences.json"
     assert load_script("paired_differences").main([str(runs), str(out)]) == 0
-    differences = module.draw_differences_table("draw-b")
+    differences = draw_differences_table("draw-b")
     paired = [a - b for a, b in zip(*nll.values(), strict=True)]
-    paired_cell = module.difference_cell(
-        statistics.fmean(paired), statistics.stdev(paired) / 2, digits=3
-    )
-    expected = (
-        f"| VAE - VGP, the default | 10 | {module.difference_cell(1.5, se)} | {paired_cell} |"
-    )
+    paired_cell = difference_cell(statistics.fmean(paired), statistics.stdev(paired) / 2, digits=3)
+    expected = f"| VAE - VGP, the default | 10 | {difference_cell(1.5, se)} | {paired_cell} |"
     assert expected in differences and "4 images, S = 1000" in differences
-    assert "| DRAW + VGP, the paper's form | not run (PAPER=1) |" in module.draw_table("draw-b")
+    assert "| DRAW + VGP, the paper's form | not run (PAPER=1) |" in draw_table("draw-b")
 
     runs = tmp_path / "draw-c" / "runs"
     draw_run(runs / "draw_vae_s0", "finished", 10, (95.0, 10000, 1000))
     draw_run(runs / "draw_vgp_default_s0", "finished", 10, (93.5, 10000, 500))
-    assert "no test on the same images and S" in module.draw_differences_table("draw-c")
+    assert "no test on the same images and S" in draw_differences_table("draw-c")
     runs = tmp_path / "draw-d" / "runs"
     draw_run(runs / "draw_vae_s0", "finished", 10, (95.0, 10000, 1000))
     draw_run(runs / "draw_vgp_default_s0", "finished", 9, (93.5, 10000, 1000))
-    assert "not comparable: other epochs" in module.draw_differences_table("draw-d")
+    assert "not comparable: other epochs" in draw_differences_table("draw-d")
     runs = tmp_path / "draw-e" / "runs"
     draw_run(runs / "draw_vae_s0", "finished", 10, None)
-    assert "finished, not tested, epoch 10" in module.draw_table("draw-e")
+    assert "finished, not tested, epoch 10" in draw_table("draw-e")
     draw_run(runs / "draw_vgp_default_s0", "finished", 10, (700.0, 1000, 1000))
     record = json.loads((runs / "draw_vgp_default_s0" / "metrics.json").read_text())
     (runs / "draw_vgp_default_s0" / "metrics.json").write_text(
         json.dumps({**record, "diverged": True})
     )
-    assert "700.00 ± 0.30 (diverged)" in module.draw_table("draw-e")
+    assert "700.00 ± 0.30 (diverged)" in draw_table("draw-e")
 
 
 def test_the_draw_protocol_quotes_the_script_defaults_and_the_model_config() -> None:
@@ -975,13 +1014,12 @@ def test_the_draw_readme_costs_the_paper_form_from_the_measured_times() -> None:
     """The paper form's cost at the DRAW study's defaults: the measured Table 1 row's per-epoch
     CPU-hours (training and validation) times the study's epochs, and its test time per image
     and sample times the test images and the study's S."""
-    module = script()
     costs = json.loads((ROOT / "results" / "reproduction" / "costs.json").read_text())
     (row,) = [r for r in costs["rows"].values() if r["command"].endswith("table1_draw_vgp")]
     script_text = (ROOT / "scripts" / "study_draw.sh").read_text()
     defaults = dict(re.findall(r"\$\{(EPOCHS|SAMPLES):-(\d+)\}", script_text))
     epochs, samples = int(defaults["EPOCHS"]), int(defaults["SAMPLES"])
-    found = module.draw_paper_costs()
+    found = draw_paper_costs()
     per_epoch = row["training_cpu_hours"] / row["epochs"]
     assert found["training_h"] == pytest.approx(epochs * per_epoch, rel=0.01)
     per_test = row["evaluation_cpu_hours"] / (row["test_images"] * row["test_is_samples"])
@@ -997,8 +1035,7 @@ def test_the_convergence_answer_waits_for_three_seeds_then_reads_the_differences
     measurably' with the range 3 SE leave open and the seeds a row would need at the measured
     difference and spread (SE falling as 1/sqrt(seeds)), and one more seed is costed from the
     rows' training hours."""
-    module = script()
-    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
     runs = tmp_path / "convergence" / "runs"
     nll = {  # the VAE clearly behind; the control and the default VGP level
         "dlgm1_vae": [91.0, 91.1, 91.2],
@@ -1014,30 +1051,25 @@ def test_the_convergence_answer_waits_for_three_seeds_then_reads_the_differences
         for seed in (0, 1):
             add(name, seed)
     add("dlgm1_vae", 2)
-    waiting = module.convergence_answer()
+    waiting = convergence_answer()
     assert waiting.startswith("Waiting for 3 seeds") and waiting.endswith("so far: 0, 1).")
     add("dlgm1_vgp_default", 2)
     add("dlgm1_vgp_linear", 2)
-    lines = module.convergence_answer().splitlines()
+    lines = convergence_answer().splitlines()
     assert len(lines) == 3
-    diff, se, _ = module.difference(
-        "dlgm1_vae", "dlgm1_vgp_default", [0, 1, 2], "nll", "convergence"
-    )
+    diff, se, _ = row_difference("dlgm1_vae", "dlgm1_vgp_default", [0, 1, 2], "nll", "convergence")
     assert diff == pytest.approx(1.0333333) and diff > 3 * se
     assert "Yes: the default VGP beats the VAE, beyond 3 SE" in lines[0]
-    assert (
-        module.difference_cell(diff, se) in lines[0]
-        and "(per seed +1.00, +0.80, +1.30)" in lines[0]
-    )
-    diff, se, _ = module.difference(
+    assert difference_cell(diff, se) in lines[0] and "(per seed +1.00, +0.80, +1.30)" in lines[0]
+    diff, se, _ = row_difference(
         "dlgm1_vgp_linear", "dlgm1_vgp_default", [0, 1, 2], "nll", "convergence"
     )
     assert "Not measurably" in lines[1] and abs(diff) < 3 * se
-    low, high = module.signed(diff - 3 * se), module.signed(diff + 3 * se)
+    low, high = signed(diff - 3 * se), signed(diff + 3 * se)
     assert f"anything from {low} to {high} nats" in lines[1]
     assert f"about {3 * (3 * se / diff) ** 2:.0f} seeds a row" in lines[1]
     assert "One more seed of the 3 dlgm1 rows costs 1.8 training hours" in lines[2]
-    assert module.seeds_for_three_se(0.0, 0.1, 3) == math.inf
+    assert seeds_for_three_se(0.0, 0.1, 3) == math.inf
 
 
 def test_the_dlgm2_answer_reads_one_seed_against_dlgm1s_spread_between_seeds(
@@ -1048,8 +1080,7 @@ def test_the_dlgm2_answer_reads_one_seed_against_dlgm1s_spread_between_seeds(
     deviation between seeds of the same question, whose 95% interval from three seeds is given;
     a yes holds at the top of that interval or says how much wider a spread would undo it, and
     with no dlgm1 spread the answer says it cannot be read yet."""
-    module = script()
-    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
     history = [{"epoch": 1, "valid_bound": -90.0}]
     dlgm1 = {
         "dlgm1_vae": [91.0, 91.1, 91.2],
@@ -1090,23 +1121,23 @@ def test_the_dlgm2_answer_reads_one_seed_against_dlgm1s_spread_between_seeds(
         ][: 1 if study == "unpaired-twin" else 2]
         (tmp_path / study / "paired_differences.json").write_text(json.dumps(paired))
     add("convergence", "dlgm2_vgp_paper_affine", 1, None)
-    assert module.convergence_answer(family="dlgm2") == (
+    assert convergence_answer(family="dlgm2") == (
         "Waiting for 1 seed tested in every dlgm2 row (tested in all of them so far: none)."
     )
     for study, (_, _, twin) in cases.items():
         add(study, "dlgm2_vgp_paper_affine", 1, twin)
-    module.load.cache_clear()  # the twin's record changed under the module's cache
-    low, high = module.deviation_interval(3)
+    study_runs.load.cache_clear()  # the twin's record changed under the module's cache
+    low, high = deviation_interval(3)
     assert (low, high) == pytest.approx(  # two degrees of freedom: chi-square is exponential
         (math.sqrt(2 / (-2 * math.log(0.025))), math.sqrt(2 / (-2 * math.log(0.975))))
     )
-    assert module.chi_square_quantile(0.975, 1) == pytest.approx(5.0239, abs=1e-4)
-    assert module.chi_square_quantile(0.05, 10) == pytest.approx(3.9403, abs=1e-4)
+    assert chi_square_quantile(0.975, 1) == pytest.approx(5.0239, abs=1e-4)
+    assert chi_square_quantile(0.05, 10) == pytest.approx(3.9403, abs=1e-4)
 
-    lines = module.convergence_answer(family="dlgm2").splitlines()
+    lines = convergence_answer(family="dlgm2").splitlines()
     assert len(lines) == 3
     spread = statistics.stdev([1.0, 0.8, 1.3])
-    assert module.seed_spread("convergence", "dlgm1", "Is it the GP?")[0] == pytest.approx(
+    assert seed_spread("convergence", QUESTIONS, "dlgm1", "Is it the GP?")[0] == pytest.approx(
         statistics.stdev([0.1, -0.3, 0.3])
     )
     assert lines[0].startswith(
@@ -1126,11 +1157,11 @@ def test_the_dlgm2_answer_reads_one_seed_against_dlgm1s_spread_between_seeds(
     assert "seed 1: +0.40 (paired over the test images, their noise only: seed 1: +0.40" in lines[1]
     assert (
         f"and the difference {0.4 / spread:.1f} of them, within 3 of zero: 3 leave open "
-        f"anything from {module.signed(0.4 - 3 * spread)} to {module.signed(0.4 + 3 * spread)}"
+        f"anything from {signed(0.4 - 3 * spread)} to {signed(0.4 + 3 * spread)}"
     ) in lines[1]
     assert "One more seed of the 3 dlgm2 rows costs 6.0 training hours" in lines[2]
 
-    robust = module.convergence_answer("robust", family="dlgm2").splitlines()
+    robust = convergence_answer("robust", family="dlgm2").splitlines()
     assert 6.5 / statistics.stdev([1.0, 0.8, 1.3]) / 3 > high
     assert robust[0].startswith(
         "- **Does the VGP beat the VAE at convergence?** Yes: the paper's VGP beats the VAE, "
@@ -1144,7 +1175,7 @@ def test_the_dlgm2_answer_reads_one_seed_against_dlgm1s_spread_between_seeds(
     assert (
         "seed 1: -1.00 (paired over the test images, their noise only: seed 1: -1.00" in (robust[1])
     )
-    unanswered = module.convergence_answer("one-dlgm1-seed", family="dlgm2").splitlines()
+    unanswered = convergence_answer("one-dlgm1-seed", family="dlgm2").splitlines()
     assert all(
         "Not answerable yet" in line
         and line.endswith(
@@ -1152,7 +1183,7 @@ def test_the_dlgm2_answer_reads_one_seed_against_dlgm1s_spread_between_seeds(
         )
         for line in unanswered[:2]
     )
-    unpaired = module.convergence_answer("unpaired-twin", family="dlgm2").splitlines()
+    unpaired = convergence_answer("unpaired-twin", family="dlgm2").splitlines()
     paired_vae = "seed 1: +4.50 (paired over the test images, their noise only: seed 1: +4.50"
     assert paired_vae in unpaired[0]
     assert (
@@ -1160,14 +1191,13 @@ def test_the_dlgm2_answer_reads_one_seed_against_dlgm1s_spread_between_seeds(
         in unpaired[1]
     )
     with pytest.raises(ValueError, match="asks no question"):
-        module.answer_rows("dlgm2", "Is it the kernel?")
+        answer_rows(QUESTIONS, "dlgm2", "Is it the kernel?")
 
 
 def test_a_run_is_compared_with_the_lost_run_it_repeats(tmp_path: Path, monkeypatch: Any) -> None:
     """repeat_of says whether a run's validation curve equals an earlier run's at every epoch
     both have, or by how much it differs at most, or that they share no epoch yet."""
-    module = script()
-    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
     runs = tmp_path / "study" / "runs"
 
     def curve(values: list[float]) -> list[dict[str, Any]]:
@@ -1177,16 +1207,14 @@ def test_a_run_is_compared_with_the_lost_run_it_repeats(tmp_path: Path, monkeypa
     write_run(runs / "same_s0", "running", curve([-100.0, -99.0, -98.5]), 10, None)
     write_run(runs / "other_s0", "running", curve([-100.0, -99.25, -98.4, -98.2, -98.0]), 10, None)
     write_run(runs / "new_s0", "running", [], 10, None)
-    assert module.repeat_of("study", "same_s0", "lost_s0") == (
+    assert repeat_of("study", "same_s0", "lost_s0") == (
         "repeats `lost_s0`'s validation bound exactly, to the last digit, at each of the 3 "
         "epochs both have"
     )
-    assert module.repeat_of("study", "other_s0", "lost_s0") == (
+    assert repeat_of("study", "other_s0", "lost_s0") == (
         "differs from `lost_s0`'s validation bound by at most 0.25 nats over the 4 epochs both have"
     )
-    assert module.repeat_of("study", "new_s0", "lost_s0") == (
-        "has no epoch in common with `lost_s0` yet"
-    )
+    assert repeat_of("study", "new_s0", "lost_s0") == ("has no epoch in common with `lost_s0` yet")
 
 
 def test_a_stored_pair_counts_only_for_the_runs_it_was_computed_from(
@@ -1195,14 +1223,13 @@ def test_a_stored_pair_counts_only_for_the_runs_it_was_computed_from(
     """A pair in paired_differences.json is read for the two runs whose run_ids it stores, in
     either order (the sign turns), or for any runs where it stores none; a pair of an earlier
     realization, with the same per-example file names, is not read for the runs of now."""
-    module = script()
-    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
     runs = tmp_path / "study" / "runs"
     for name, run_id in (("a_s0", "id-a"), ("b_s0", "id-b")):
         run_with_test(runs / name, 90.0, 1.0, "test_per_example_k5000.h5")
         record = json.loads((runs / name / "metrics.json").read_text())
         (runs / name / "metrics.json").write_text(json.dumps({**record, "run_id": run_id}))
-    tests = (module.test_of("study", "a_s0"), module.test_of("study", "b_s0"))
+    tests = (study_runs.test_of("study", "a_s0"), study_runs.test_of("study", "b_s0"))
 
     def paired(first: str, second: str, run_ids: list[str] | None) -> tuple[float, float] | None:
         files = [tests[0]["per_example_file"]] * 2
@@ -1211,7 +1238,7 @@ def test_a_stored_pair_counts_only_for_the_runs_it_was_computed_from(
         if run_ids is not None:
             stored["run_ids"] = run_ids
         (tmp_path / "study" / "paired_differences.json").write_text(json.dumps([stored]))
-        return module.paired_values("study", ("a", "b"), 0, tests, "nll")
+        return paired_values("study", ("a", "b"), 0, tests, "nll")
 
     assert paired("a", "b", ["id-a", "id-b"]) == (0.4, 0.03)
     assert paired("b", "a", ["id-b", "id-a"]) == (-0.4, 0.03)
@@ -1228,8 +1255,7 @@ def test_the_lead_at_the_stops_splits_into_equal_epochs_and_the_epochs_only_one_
     stop; the parts add up as shown; runs not both stopped by the early stopping, or stopped in
     the other order, are refused. realization_gap gives the range of two realizations' gaps in
     best bound after an epoch."""
-    module = script()
-    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
     runs = tmp_path / "study" / "runs"
 
     def add(name: str, values: dict[int, float], stop_reason: str | None) -> None:
@@ -1245,7 +1271,7 @@ def test_the_lead_at_the_stops_splits_into_equal_epochs_and_the_epochs_only_one_
     add("second_s0", {1: -100.5, 2: -99.0, 4: -98.255}, "early_stopping")
     add("running_s0", {1: -100.0, 2: -98.0, 3: -97.0, 4: -96.0}, None)
     names = ("the first", "the second")
-    assert module.lead_at_stops("study", "first_s0", "second_s0", names) == (
+    assert lead_at_stops("study", "first_s0", "second_s0", names) == (
         "at the first's last epoch, 3, the second's best validation bound was -99.00 against "
         "the first's -99.50 (+0.50 nats); the second trained 1 epoch more, to -98.25 at its "
         "stop (+1.25 against the first's best): of the second's best minus the first's at the "
@@ -1253,15 +1279,15 @@ def test_the_lead_at_the_stops_splits_into_equal_epochs_and_the_epochs_only_one_
         "second trained"
     )
     with pytest.raises(ValueError, match="did not stop after"):
-        module.lead_at_stops("study", "second_s0", "first_s0", names)
+        lead_at_stops("study", "second_s0", "first_s0", names)
     with pytest.raises(ValueError, match="not both stopped by early stopping"):
-        module.lead_at_stops("study", "first_s0", "running_s0", names)
+        lead_at_stops("study", "first_s0", "running_s0", names)
     # gaps of the best so far after epoch 1: epoch 2 1.5, epoch 3 2.5 (epoch 4 not in first)
-    assert module.realization_gap("study", "first_s0", "running_s0", 1) == (
+    assert realization_gap("study", "first_s0", "running_s0", 1) == (
         "1.50 to 2.50 nats over epochs 2 to 3"
     )
     with pytest.raises(ValueError, match="share no epoch after 3"):
-        module.realization_gap("study", "first_s0", "running_s0", 3)
+        realization_gap("study", "first_s0", "running_s0", 3)
 
 
 def test_the_draw_reading_reads_the_khat_and_the_warp_of_the_tested_runs(
@@ -1271,11 +1297,10 @@ def test_the_draw_reading_reads_the_khat_and_the_warp_of_the_tested_runs(
     aux gap and warp statistics; the generated reading warns of the IS estimates when most
     images have k-hat above 0.7 and calls the default VGP's q close to mean-field only when
     its warp is affine and its total correlation small."""
-    module = script()
-    monkeypatch.setattr(module, "RESULTS", tmp_path)
-    module.load.cache_clear()
+    monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
+    study_runs.load.cache_clear()
     runs = tmp_path / "draw-f" / "runs"
-    assert module.draw_reading("draw-f") == "No DRAW run is tested yet."
+    assert draw_reading("draw-f") == "No DRAW run is tested yet."
     draw_run(runs / "draw_vae_s0", "finished", 10, (95.0, 1000, 1000))
     draw_run(runs / "draw_vgp_default_s0", "finished", 10, (93.5, 1000, 1000))
     draw_run(runs / "draw_vgp_paper_s0", "running", 3, None)
@@ -1286,7 +1311,7 @@ def test_the_draw_reading_reads_the_khat_and_the_warp_of_the_tested_runs(
         record["test"].update(test)
         record["history"][-1].update(last_epoch)
         path.write_text(json.dumps(record))
-        module.load.cache_clear()
+        study_runs.load.cache_clear()
 
     amend("draw_vae_s0", {"pareto_k_above_0_7": 0.993, "pareto_k_mean": 2.2}, {})
     warp = {
@@ -1297,7 +1322,7 @@ def test_the_draw_reading_reads_the_khat_and_the_warp_of_the_tested_runs(
     }
     aux = {"aux_gap": 1.79, "aux_gap_stderr": 0.39, "aux_gap_examples": 100}
     amend("draw_vgp_default_s0", {"pareto_k_above_0_7": 0.999, "pareto_k_mean": 2.1, **aux}, warp)
-    lines = module.draw_fit_table("draw-f").splitlines()
+    lines = draw_fit_table("draw-f").splitlines()
     assert len(lines) == 4  # header, rule, the two tested runs: the running one has no row
     vae = [cell.strip() for cell in lines[2].strip("|").split("|")]
     assert vae == ["DRAW + VAE", "1000", "1000", "6.00", "99.3%", "2.20", *["—"] * 5]
@@ -1305,7 +1330,7 @@ def test_the_draw_reading_reads_the_khat_and_the_warp_of_the_tested_runs(
     assert vgp[3:] == [
         "6.00", "99.9%", "2.10", "1.79 ± 0.39 (100 images)", "26", "0.0001", "4e-05", "0.004",
     ]  # fmt: skip
-    reading = module.draw_reading("draw-f")
+    reading = draw_reading("draw-f")
     assert "upper bound in expectation" in reading and "on average above 1" in reading
     assert "close to a mean-field Gaussian" in reading
     quoted = "warp share 26.2, nonlinear share 0.0001, variance dispersion 4e-05, total correlation"
@@ -1313,20 +1338,20 @@ def test_the_draw_reading_reads_the_khat_and_the_warp_of_the_tested_runs(
 
     amend("draw_vgp_default_s0", {"pareto_k_above_0_7": 0.2}, {"z/nonlinear_warp_share": 0.9})
     amend("draw_vae_s0", {"pareto_k_above_0_7": 0.3}, {})
-    reading = module.draw_reading("draw-f")
+    reading = draw_reading("draw-f")
     assert "upper bound" not in reading and "not a mean-field Gaussian in disguise" in reading
     # the other two conditions, each alone, undo the mean-field reading too
     for spoiled in ({"z/total_correlation": 0.5}, {"z/variance_dispersion": 0.2}):
         amend("draw_vgp_default_s0", {}, {**warp, **spoiled})
-        assert "not a mean-field Gaussian in disguise" in module.draw_reading("draw-f")
+        assert "not a mean-field Gaussian in disguise" in draw_reading("draw-f")
     # a warp share below 1 still judges the nonlinear part against q's own noise
     amend("draw_vgp_default_s0", {}, {**warp, "z/warp_share": 0.5, "z/nonlinear_warp_share": 0.005})
-    assert "close to a mean-field Gaussian" in module.draw_reading("draw-f")
+    assert "close to a mean-field Gaussian" in draw_reading("draw-f")
     # a VGP run not tested: no row, no sentence of its q; the VAE alone still read
     draw_run(runs / "draw_vgp_default_s0", "running", 4, None)
-    module.load.cache_clear()
-    assert len(module.draw_fit_table("draw-f").splitlines()) == 3
-    assert "glimpse" not in module.draw_reading("draw-f")
+    study_runs.load.cache_clear()
+    assert len(draw_fit_table("draw-f").splitlines()) == 3
+    assert "glimpse" not in draw_reading("draw-f")
 
 
 def test_the_stop_sentence_says_how_much_each_stopped_curve_still_gained(
@@ -1336,11 +1361,10 @@ def test_the_stop_sentence_says_how_much_each_stopped_curve_still_gained(
     training), the generated sentence gives the range of the best bound's gain over the last
     `patience` epochs (the study script's default, 50) and how far before the last epoch the
     best came."""
-    module = script()
-    monkeypatch.setattr(module, "RESULTS", tmp_path)
-    module.load.cache_clear()
+    monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
+    study_runs.load.cache_clear()
     runs = tmp_path / "conv-s" / "runs"
-    assert module.stop_gains("conv-s").startswith("No tested run has been stopped")
+    assert stop_gains("conv-s").startswith("No tested run has been stopped")
 
     def curve_run(run: str, status: str, bounds: list[float], stop: str | None) -> None:
         history = [{"epoch": e, "valid_bound": b} for e, b in enumerate(bounds, start=1)]
@@ -1348,7 +1372,7 @@ def test_the_stop_sentence_says_how_much_each_stopped_curve_still_gained(
         write_run(runs / run, status, history, 10, test if status == "finished" else None)
         record = json.loads((runs / run / "metrics.json").read_text())
         (runs / run / "metrics.json").write_text(json.dumps({**record, "stop_reason": stop}))
-        module.load.cache_clear()
+        study_runs.load.cache_clear()
 
     # best -100.0 at epoch 10, then 0.3 more at epoch 57 of 60: 0.3 over the last 50
     vae = [-110.0 + e for e in range(1, 11)] + [-100.0] * 50
@@ -1359,6 +1383,6 @@ def test_the_stop_sentence_says_how_much_each_stopped_curve_still_gained(
     curve_run("dlgm1_vgp_default_s0", "finished", vgp, "early_stopping")
     curve_run("dlgm1_vgp_linear_s0", "finished", [-100.0 + e for e in range(60)], "epochs")
     curve_run("dlgm2_vae_s0", "running", [-100.0 + e for e in range(60)], None)
-    sentence = module.stop_gains("conv-s")
+    sentence = stop_gains("conv-s")
     assert "of the 2 tested runs had gained from 0.300 to 0.450 nats" in sentence
     assert "over their last 50 epochs" in sentence and "at most 3 epochs before" in sentence

@@ -10,18 +10,28 @@ from vgp_bench.analysis.report.tables import Table
 
 
 def markdown_cell(text: str) -> str:
+    """A cell's text with its pipes escaped."""
     return text.replace("|", "\\|")
+
+
+def markdown_row(cells: Sequence[object]) -> str:
+    """One markdown table row, each cell's text escaped."""
+    return "| " + " | ".join(markdown_cell(str(cell)) for cell in cells) + " |"
+
+
+def markdown_table(
+    headers: Sequence[str], rows: Sequence[Sequence[object]], spaced_rule: bool = False
+) -> list[str]:
+    """A markdown table's lines; the rule under the header `|---|` or, spaced, `| --- |`."""
+    rule = markdown_row(["---"] * len(headers)) if spaced_rule else "|---" * len(headers) + "|"
+    return [markdown_row(headers), rule, *(markdown_row(row) for row in rows)]
 
 
 def render_markdown(tables: Sequence[Table], header: str) -> str:
     lines = ["# vgp-report", "", header, ""]
     for table in tables:
         lines += [f"## {table.title}", ""]
-        lines.append("| " + " | ".join(markdown_cell(h) for h in table.headers) + " |")
-        lines.append("|" + "|".join("---" for _ in table.headers) + "|")
-        lines += [
-            "| " + " | ".join(markdown_cell(c) for c in row.cells) + " |" for row in table.rows
-        ]
+        lines += markdown_table(table.headers, [row.cells for row in table.rows])
         lines.append("")
         lines += [f"- {note}" for note in table.notes]
         lines.append("")
