@@ -30,9 +30,9 @@ import h5py
 import numpy as np
 import pytest
 
-from tests.helpers import load_script
 from vgp_bench.analysis.paired import data_read
 from vgp_bench.analysis.report.runs import chosen_evaluation
+from vgp_bench.studies import paired_differences, paired_evaluations
 from vgp_bench.studies import runs as study_runs
 from vgp_bench.studies.answers import answer_rows, seed_spread
 from vgp_bench.studies.calibration import (
@@ -493,13 +493,13 @@ def test_a_run_tested_on_two_data_files_gets_the_paired_difference(
     per_example_file(folder, own["per_example_file"], own_data)
     per_example_file(folder, other["per_example_file"], format_2)
     paired = tmp_path / "calibration" / "paired_evaluations.json"
-    assert load_script("paired_evaluations").main([str(folder.parent), str(paired)]) == 0
+    assert paired_evaluations.main([str(folder.parent), str(paired)]) == 0
     # the run folder gone with a renewed checkout: its pair stays as measured
     measured = paired.read_text()
-    assert load_script("paired_evaluations").main([str(tmp_path / "renewed"), str(paired)]) == 0
+    assert paired_evaluations.main([str(tmp_path / "renewed"), str(paired)]) == 0
     assert paired.read_text() == measured and len(json.loads(measured)) == 1
     # and measured again, not kept twice, while the folder is there
-    assert load_script("paired_evaluations").main([str(folder.parent), str(paired)]) == 0
+    assert paired_evaluations.main([str(folder.parent), str(paired)]) == 0
     assert paired.read_text() == measured
     (row,) = [
         calibration_cells(line, "burda_dlgm1_vae_format1_s0")
@@ -580,7 +580,7 @@ def test_the_protocol_run_is_compared_with_each_other_run_on_the_same_test_image
     (format1 / "metrics.json").write_text(json.dumps(record))
     study_runs.load.cache_clear()  # the runs' records changed under the module's cache
     out = tmp_path / "calibration" / "paired_differences.json"
-    assert load_script("paired_differences").main([str(runs), str(out)]) == 0
+    assert paired_differences.main([str(runs), str(out)]) == 0
     pairs = {(pair["first"], pair["second"]): pair for pair in json.loads(out.read_text())}
     assert sorted(pairs) == [
         (f"burda_dlgm1_vae{a}", f"burda_dlgm1_vae{b}")
@@ -665,7 +665,7 @@ def test_two_rows_of_one_seed_get_their_difference_paired_over_the_test_images(
         name = f"test_per_example_k{samples}.h5"
         per_example_file(runs / run, name, values, bound_nll[run], samples)
     out = tmp_path / "convergence" / "paired_differences.json"
-    assert load_script("paired_differences").main([str(runs), str(out)]) == 0
+    assert paired_differences.main([str(runs), str(out)]) == 0
     pairs = {(p["first"], p["second"], p["seed"]): p for p in json.loads(out.read_text())}
     kept = ["dlgm1_vae", "dlgm1_vgp_default", "dlgm1_vgp_linear", "dlgm2_vae"]
     assert sorted(pairs) == [(a, b, 0) for i, a in enumerate(kept) for b in kept[i + 1 :]]
@@ -674,14 +674,14 @@ def test_two_rows_of_one_seed_get_their_difference_paired_over_the_test_images(
     # again (its record at another step, without that test) drops the stored pairs it is in
     # until they are measured anew
     measured, renewed = out.read_text(), tmp_path / "renewed"
-    assert load_script("paired_differences").main([str(renewed), str(out)]) == 0
+    assert paired_differences.main([str(renewed), str(out)]) == 0
     assert out.read_text() == measured
     (renewed / "dlgm1_vae_s0").mkdir(parents=True)
     shutil.copy(runs / "dlgm1_vae_s0" / "metrics.json", renewed / "dlgm1_vae_s0")
-    assert load_script("paired_differences").main([str(renewed), str(out)]) == 0
+    assert paired_differences.main([str(renewed), str(out)]) == 0
     assert out.read_text() == measured
     write_run(renewed / "dlgm1_vae_s0", "running", history * 2, 10, None)
-    assert load_script("paired_differences").main([str(renewed), str(out)]) == 0
+    assert paired_differences.main([str(renewed), str(out)]) == 0
     left = [(p["first"], p["second"]) for p in json.loads(out.read_text())]
     kept_pairs = [(a, b) for i, a in enumerate(kept[1:], 1) for b in kept[i + 1 :]]
     assert left == kept_pairs
@@ -689,10 +689,10 @@ def test_two_rows_of_one_seed_get_their_difference_paired_over_the_test_images(
     # back with its file keeps the pairs with runs still gone)
     shutil.copytree(runs / "dlgm1_vgp_linear_s0", renewed / "dlgm1_vgp_linear_s0")
     shutil.copytree(runs / "dlgm1_vae_s0", renewed / "dlgm1_vae_s0", dirs_exist_ok=True)
-    assert load_script("paired_differences").main([str(renewed), str(out)]) == 0
+    assert paired_differences.main([str(renewed), str(out)]) == 0
     left = [(p["first"], p["second"]) for p in json.loads(out.read_text())]
     assert left == [("dlgm1_vae", "dlgm1_vgp_linear"), *kept_pairs]
-    assert load_script("paired_differences").main([str(runs), str(out)]) == 0
+    assert paired_differences.main([str(runs), str(out)]) == 0
     assert out.read_text() == measured  # all measured again, in the same order
 
     def paired(a: str, b: str, values: dict[str, list[float]]) -> tuple[float, float]:
@@ -769,7 +769,7 @@ def test_a_stored_pair_stands_while_its_runs_still_name_the_files_it_came_from(
     per_example_file(study / "b_lost1_s0", name, [88.5, 87.5])
     per_example_file(study / "a_s0", name, [87.0, 89.0])
     per_example_file(study / "b_s0", name, [87.5, 88.5])
-    main = load_script("paired_differences").main
+    main = paired_differences.main
     assert main([str(study), str(out)]) == 0
     (measured,) = json.loads(out.read_text())
     assert (measured["first"], measured["second"], measured["run_ids"]) == ("a", "b", ["a1", "b1"])
@@ -796,7 +796,7 @@ def test_a_stored_pair_stands_while_its_runs_still_name_the_files_it_came_from(
     stored = {"run": run.name, "own_file": own, "other_file": other, "n_examples": 2,
               "difference": 0.5, "paired_se": 0.1}  # fmt: skip
     out.write_text(json.dumps([stored]))
-    main = load_script("paired_evaluations").main
+    main = paired_evaluations.main
     assert main([str(run.parent), str(out)]) == 0
     # its files are not in the folder: kept, with the run_id it was measured with
     assert json.loads(out.read_text()) == [{**stored, "run_id": "r1"}]
@@ -941,7 +941,7 @@ def test_the_draw_tables_compare_the_families_only_at_equal_epochs_images_and_sa
         per_example_file(runs / run, "test_per_example_k1000_first1000.h5", values, bounds, 1000)
     assert "94.00 ± 0.30" in draw_table("draw-b")  # the VAE's most precise test
     out = tmp_path / "draw-b" / "paired_differences.json"
-    assert load_script("paired_differences").main([str(runs), str(out)]) == 0
+    assert paired_differences.main([str(runs), str(out)]) == 0
     differences = draw_differences_table("draw-b")
     paired = [a - b for a, b in zip(*nll.values(), strict=True)]
     paired_cell = difference_cell(statistics.fmean(paired), statistics.stdev(paired) / 2, digits=3)
