@@ -1,11 +1,12 @@
-"""scripts/study_progress.py: where each run of a study stands, from its metrics.json."""
+"""vgp_bench/studies/progress.py (scripts/study_progress.py): where each run of a study
+stands, from its metrics.json."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from tests.helpers import load_script
+from vgp_bench.studies import progress as module
 
 
 def write_metrics(folder: Path, bounds: list[float], **extra: object) -> None:
@@ -22,7 +23,6 @@ def cells(line: str) -> list[str]:
 def test_the_status_table_says_how_far_each_run_is_from_its_stop(tmp_path: Path) -> None:
     """With the study's early stopping, each run's epochs without a gain, replayed by the
     trainer's own rule; the best epoch; the test once there is one."""
-    module = load_script("study_progress")
     # gains of 1, then 0.4 and 0.4 (below min_delta 0.5 each, 0.8 together), then 0.2: the
     # counter restarts when the bound beats the last gain's by more than 0.5
     write_metrics(tmp_path / "a_s0", [-100.0, -99.0, -98.6, -98.2, -98.0, -99.0])
@@ -44,7 +44,6 @@ def test_the_counter_is_the_trainers_own(tmp_path: Path) -> None:
     from vgp_bench.run.checkpoint import RunState
     from vgp_bench.run.early_stopping import EarlyStopping
 
-    module = load_script("study_progress")
     bounds = [-100 + 3 * (1 - 0.9**e) + 0.3 * ((e * 7919) % 11 - 5) / 5 for e in range(80)]
     history = [{"epoch": e + 1, "valid_bound": b} for e, b in enumerate(bounds)]
     rule, state = EarlyStopping(patience=None, min_delta=0.5), RunState()
@@ -56,7 +55,6 @@ def test_the_counter_is_the_trainers_own(tmp_path: Path) -> None:
 
 def test_a_run_lost_with_its_checkout_says_so(tmp_path: Path) -> None:
     """A snapshot kept under a `_lost` name is shown as lost, not as the running run it was."""
-    module = load_script("study_progress")
     write_metrics(tmp_path / "run_lost1_s0", [-100.0, -99.0])
     write_metrics(tmp_path / "run_s0", [-100.0])
     rows = module.status_table(module.load_runs(tmp_path))[2:]
