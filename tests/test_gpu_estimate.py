@@ -1,27 +1,22 @@
 """The GPU model of the reproduction costs: which operators count as kernels, their FLOPs and
 bytes, the (low, high) range it prices them at, a real step traced with the GPU's optimizer
-path; and scripts/reproduction_costs.py's tables (costs.md, the README's) drawn from its JSON as
-committed."""
+path; and the reproduction costs' tables (costs.md, the README's: vgp_bench/studies/reproduction)
+drawn from their JSON as committed."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
 
-from tests.helpers import load_script
 from vgp_bench.benchmarks import gpu_estimate
+from vgp_bench.benchmarks import reproduction_costs as costs
 from vgp_bench.benchmarks.gpu_estimate import GpuModel, KernelTrace, estimated_seconds, trace_of
+from vgp_bench.studies import reproduction
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def costs_script() -> Any:
-    """scripts/reproduction_costs.py as a module."""
-    return load_script("reproduction_costs")
 
 
 def test_a_matrix_product_is_one_kernel_with_its_flops_and_bytes() -> None:
@@ -83,11 +78,10 @@ def test_a_training_step_is_traced_with_the_multi_tensor_update_and_restored() -
 def test_test_work_counts_the_final_and_the_epoch_evaluations() -> None:
     from vgp_bench.run.runtime import compose_config
 
-    module = costs_script()
-    table2 = compose_config([*module.SKETCH_SHAPED, "experiment=table2_draw_vae"])
-    assert module.test_work(table2, 2000) == {"images": 2000, "samples": 500 + 3 * 100}
+    table2 = compose_config([*costs.SKETCH_SHAPED, "experiment=table2_draw_vae"])
+    assert costs.test_work(table2, 2000) == {"images": 2000, "samples": 500 + 3 * 100}
     table1 = compose_config(["dataset=synthetic", "experiment=table1_dlgm1_vae"])
-    assert module.test_work(table1, 10000) == {"images": 10000, "samples": 5000}
+    assert costs.test_work(table1, 10000) == {"images": 10000, "samples": 5000}
 
 
 def test_a_partial_measurement_keeps_the_rows_priced_on_the_same_gpu_model() -> None:
@@ -95,23 +89,21 @@ def test_a_partial_measurement_keeps_the_rows_priced_on_the_same_gpu_model() -> 
     the same GPU model, and none for another."""
     from dataclasses import replace
 
-    module = costs_script()
     gpu = GpuModel()
-    saved = json.loads(json.dumps({"gpu": module.gpu_record(gpu), "rows": {"a": {}, "b": {}}}))
-    assert module.kept_rows(saved, gpu) == {"a": {}, "b": {}}
-    assert module.kept_rows(saved, replace(gpu, achieved_fraction=0.4)) == {}
-    assert module.kept_rows({}, gpu) == {}
+    saved = json.loads(json.dumps({"gpu": costs.gpu_record(gpu), "rows": {"a": {}, "b": {}}}))
+    assert costs.kept_rows(saved, gpu) == {"a": {}, "b": {}}
+    assert costs.kept_rows(saved, replace(gpu, achieved_fraction=0.4)) == {}
+    assert costs.kept_rows({}, gpu) == {}
 
 
 def test_the_committed_costs_table_is_drawn_from_its_json() -> None:
-    module = costs_script()
     folder = ROOT / "results" / "reproduction"
     record = json.loads((folder / "costs.json").read_text())
-    assert list(record["rows"]) == [row for row in module.ROWS if row in record["rows"]]
-    assert set(record["rows"]) == set(module.ROWS), "measure every row: --rows"
-    assert module.markdown(record) == (folder / "costs.md").read_text()
+    assert list(record["rows"]) == [row for row in costs.ROWS if row in record["rows"]]
+    assert set(record["rows"]) == set(costs.ROWS), "measure every row: --rows"
+    assert reproduction.markdown(record) == (folder / "costs.md").read_text()
     readme = (ROOT / "README.md").read_text()
-    assert module.with_readme_table(readme, record) == readme, (
+    assert reproduction.with_readme_table(readme, record) == readme, (
         "scripts/reproduction_costs.py --render"
     )
 
@@ -119,7 +111,6 @@ def test_the_committed_costs_table_is_drawn_from_its_json() -> None:
 def test_the_committed_hours_follow_from_the_measured_times() -> None:
     """Each row's hours recompute from its step time, its timed evaluation batch (scaled by
     images and samples) and, on the GPU model, from its traced milliseconds."""
-    module = costs_script()
     rows = json.loads((ROOT / "results" / "reproduction" / "costs.json").read_text())["rows"]
     for name, row in rows.items():
         steps_seconds = row["steps"] * row["step_ms"] / 1000
@@ -146,4 +137,4 @@ def test_the_committed_hours_follow_from_the_measured_times() -> None:
         model = row["gpu_model"]
         assert model["step_ms"][0] == pytest.approx(model["step"]["estimated_ms"][0], abs=0.01)
         assert model["training_hours"][0] >= row["steps"] * model["step_ms"][0] / 3.6e6 * 0.99
-    assert module.number_cell(0.1048) == "0.10" and module.number_cell(12.34) == "12.3"
+    assert reproduction.number_cell(0.1048) == "0.10" and reproduction.number_cell(12.34) == "12.3"

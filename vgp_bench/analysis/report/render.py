@@ -20,10 +20,15 @@ def markdown_row(cells: Sequence[object]) -> str:
 
 
 def markdown_table(
-    headers: Sequence[str], rows: Sequence[Sequence[object]], spaced_rule: bool = False
+    headers: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    spaced_rule: bool = False,
+    right_aligned: int = 0,
 ) -> list[str]:
-    """A markdown table's lines; the rule under the header `|---|` or, spaced, `| --- |`."""
-    rule = markdown_row(["---"] * len(headers)) if spaced_rule else "|---" * len(headers) + "|"
+    """A markdown table's lines; the rule under the header `|---|` or, spaced, `| --- |`, its
+    last `right_aligned` columns `---:`."""
+    marks = ["---"] * (len(headers) - right_aligned) + ["---:"] * right_aligned
+    rule = markdown_row(marks) if spaced_rule else "|" + "|".join(marks) + "|"
     return [markdown_row(headers), rule, *(markdown_row(row) for row in rows)]
 
 
