@@ -72,6 +72,36 @@ def test_the_report_imports_neither_torch_nor_hydra() -> None:
     assert result.stdout.strip() == "[]"
 
 
+def test_the_studies_read_runs_through_the_report_and_never_train() -> None:
+    """vgp_bench.studies reads run records through analysis/report and analysis/paired; its one
+    room of run/ is the progress table's replay of the trainer's early stopping (as the script
+    before it did); it reaches no training, and its READMEs, paired differences and cost tables
+    import neither torch nor hydra (measuring the costs imports benchmarks/ when it runs)."""
+    graph = import_graph()
+    studies = [name for name in graph if name.startswith("vgp_bench.studies")]
+    into_run = {
+        (name, target)
+        for name in studies
+        for target in graph[name]
+        if target.startswith("vgp_bench.run.") or target == "vgp_bench.run"
+    }
+    assert into_run == {
+        ("vgp_bench.studies.progress", "vgp_bench.run.checkpoint"),
+        ("vgp_bench.studies.progress", "vgp_bench.run.early_stopping"),
+    }
+    assert "vgp_bench.run.train" not in reachable(graph, "vgp_bench.studies.readme")
+    light = ["readme", "reproduction", "paired_differences", "paired_evaluations"]
+    code = (
+        "import sys; "
+        + "; ".join(f"import vgp_bench.studies.{name}" for name in light)
+        + "; print(sorted({'torch', 'hydra'} & set(sys.modules)))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert result.stdout.strip() == "[]"
+
+
 def test_the_non_finite_policy_counts_and_stops_at_its_limit() -> None:
     policy, count = NonFinitePolicy(limit=2), SkippedSteps()
     assert not policy.after_step(count, finite=False)
