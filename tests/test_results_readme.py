@@ -13,13 +13,15 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.study_folders import (
     forget_records,
 )
-from vgp_bench.studies.readme import STUDIES, readme_path, render
+from vgp_bench.studies import runs as study_runs
+from vgp_bench.studies.readme import declared_studies, readme_path, render
 
 
 @pytest.fixture(autouse=True)
@@ -71,34 +73,42 @@ def test_a_study_on_old_mnist_data_says_so() -> None:
 
 def test_generated_tables_and_numbers_are_up_to_date() -> None:
     """Every generated table and number equals what the runs give."""
-    for study in STUDIES:
+    for study in declared_studies():
         text = readme_path(study).read_text()
         assert render(text, study) == text, f"run scripts/results_readme.py ({study.name})"
 
 
 def test_every_marker_names_a_generator() -> None:
     """A table or value name its study does not declare fails instead of vanishing."""
-    for study in STUDIES:
+    for study in declared_studies():
         text = readme_path(study).read_text()
         assert set(re.findall(r"<!-- table:([\w.-]+) -->", text)) <= set(study.tables)
         assert set(re.findall(r"<!-- v:([\w.-]+) -->", text)) <= set(study.values)
 
 
 def test_every_readme_with_generated_places_is_a_declared_study() -> None:
-    """A results README with a generated table or value has its study declared, once; a study's
-    README is results/<study>/README.md."""
-    names = [study.name for study in STUDIES]
-    assert len(names) == len(set(names))
-    marked = {
-        path.parent.name
-        for path in (ROOT / "results").glob("*/README.md")
-        if re.search(r"<!-- (table|v):[\w.-]+ -->", path.read_text())
-        and path.parent.name != "reproduction"  # its costs table: reproduction_costs.py's
-    }
-    assert marked == set(names)
-    assert all(
-        readme_path(study) == ROOT / "results" / study.name / "README.md" for study in STUDIES
-    )
+    """The five studies' READMEs have generated places, each rendered by its own declaration
+    (vgp_bench/studies/<study>.py), found from the README's folder."""
+    names = [study.name for study in declared_studies()]
+    assert names == ["calibration", "convergence", "dlgm1_families", "draw", "vgp_vs_vae"]
+    for study in declared_studies():
+        assert readme_path(study) == ROOT / "results" / study.name / "README.md"
+
+
+def test_a_readme_with_generated_places_and_no_declaration_is_an_error(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A README whose folder names no study module fails with a line naming it and the fix,
+    instead of being skipped; a README without generated places is no study."""
+    monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "README.md").write_text("Nothing generated here.\n")
+    assert declared_studies() == []
+    (tmp_path / "new_study").mkdir()
+    (tmp_path / "new_study" / "README.md").write_text("<!-- v:answer -->42<!-- /v -->\n")
+    missing = re.escape("new_study/README.md: generated places, but no vgp_bench/studies/new_study")
+    with pytest.raises(SystemExit, match=missing):
+        declared_studies()
 
 
 def calibration_protocol_decimals() -> set[str]:
@@ -127,7 +137,7 @@ def section(text: str, heading: str) -> str:
 def test_no_number_is_quoted_by_hand() -> None:
     """Outside generated places the results READMEs hold no decimal number, bar the
     calibration protocol section's settings, which must be the code's."""
-    for study in (study.name for study in STUDIES):
+    for study in (study.name for study in declared_studies()):
         text = (ROOT / "results" / study / "README.md").read_text()
         if study == "calibration":
             protocol = section(text, "## Protocol")
@@ -154,7 +164,8 @@ def test_the_top_readme_quotes_no_result() -> None:
 def test_the_quoted_overstatements_stay_mended() -> None:
     """The numbers issue 24 named: the smallest dlgm2 lead, the fixed-r control behind the VAE,
     its largest validation gap (epoch 11), and the family runs' wall-clock range."""
-    values = {name: compute() for study in STUDIES for name, compute in study.values.items()}
+    generators = [study.values for study in declared_studies()]
+    values = {name: compute() for found in generators for name, compute in found.items()}
     assert values["dlgm2.lead.min"] == "1.80"
     assert values["dlgm2.fixed_r.behind"] == "0.09"
     assert (values["dlgm2.fixed_r.max_gap"], values["dlgm2.fixed_r.max_gap_epoch"]) == (

@@ -4,5 +4,6 @@ a study's committed runs (`runs`), cell text and tables (`cells`, analysis/repor
 differences between rows (`differences`), curves (`curves`), the spread of a few seeds
 (`spread`), answers in words (`answers`), and the README generator (`readme`).
 
-A new study is one declaration module (a `Study` of its tables and values) and one README.
+A new study is one declaration module named as its results folder (`STUDY = Study(...)`, its
+README's tables and values) and one README, results/<study>/README.md: the generator finds it.
 """

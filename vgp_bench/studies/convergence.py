@@ -7,8 +7,14 @@ import statistics
 
 from vgp_bench.studies import runs
 from vgp_bench.studies.answers import Question, Questions, answer
-from vgp_bench.studies.cells import MISSING, difference_cell, estimate_text, mean_cell, number
-from vgp_bench.studies.cells import table as markdown
+from vgp_bench.studies.cells import (
+    MISSING,
+    difference_cell,
+    estimate_text,
+    mean_cell,
+    number,
+    table,
+)
 from vgp_bench.studies.curves import last_window_gain, lead_at_stops, realization_gap, repeat_of
 from vgp_bench.studies.differences import (
     beyond_three_se,
@@ -143,7 +149,7 @@ def convergence_table(study: str = C) -> str:
         where = runs.where_it_is(runs.load(study, f"{name}_s{started[0]}")) if started else "queued"
         where += lost_note(study, name)
         rows.append([label, MISSING, where, *[MISSING] * (len(header) - 3)])
-    return markdown(header, rows)
+    return table(header, rows)
 
 
 def convergence_differences_table(study: str = C) -> str:
@@ -176,7 +182,7 @@ def convergence_differences_table(study: str = C) -> str:
         "", "seeds", "-log p(x) (IS)", "IS, paired over the test images", "-bound",
         "what the IS difference needs",
     ]  # fmt: skip
-    return markdown(header, rows)
+    return table(header, rows)
 
 
 def convergence_answer(study: str = C, family: str = "dlgm1", min_seeds: int | None = None) -> str:

@@ -1,9 +1,10 @@
 """Regenerate the numbers of the results READMEs from the committed runs (no hand copies).
 
 A README holds generated tables between `<!-- table:NAME -->` and `<!-- /table -->` and
-generated numbers in its prose as `<!-- v:NAME -->1.80<!-- /v -->`; each study's declaration
-names its generators, which read `results/<study>/runs/*/metrics.json` (and the few other
-result files a study quotes).
+generated numbers in its prose as `<!-- v:NAME -->1.80<!-- /v -->`. Each results/<study>/README.md
+with such places is a study, declared by the module vgp_bench/studies/<study>.py as its `STUDY`,
+whose generators read `results/<study>/runs/*/metrics.json` (and the few other result files a
+study quotes): a new study is one declaration and one README.
 
     .venv/bin/python -m vgp_bench.studies          # rewrite the READMEs
     .venv/bin/python -m vgp_bench.studies --check  # exit 1 if one is out of date
@@ -12,23 +13,39 @@ result files a study quotes).
 from __future__ import annotations
 
 import argparse
+import importlib
 import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from vgp_bench.studies import calibration, convergence, dlgm1_families, draw, runs, vgp_vs_vae
+from vgp_bench.studies import runs
 from vgp_bench.studies.study import Study
 
-STUDIES: tuple[Study, ...] = (
-    vgp_vs_vae.STUDY,
-    dlgm1_families.STUDY,
-    convergence.STUDY,
-    calibration.STUDY,
-    draw.STUDY,
-)
+MARKER = re.compile(r"<!-- (?:table|v):[\w.-]+ -->")
 TABLE = re.compile(r"(<!-- table:([\w.-]+) -->\n)(.*?)(<!-- /table -->)", re.S)
 VALUE = re.compile(r"(<!-- v:([\w.-]+) -->)(.*?)(<!-- /v -->)", re.S)
+
+
+def study_of(readme: Path) -> Study:
+    """The study a README with generated places belongs to: vgp_bench.studies.<folder>.STUDY."""
+    name = readme.parent.name
+    try:
+        study = importlib.import_module(f"vgp_bench.studies.{name}").STUDY
+    except (ModuleNotFoundError, AttributeError) as error:
+        raise SystemExit(
+            f"{readme}: generated places, but no vgp_bench/studies/{name}.py declaring STUDY "
+            f"({error}); declare the study there or remove the markers"
+        ) from error
+    if not isinstance(study, Study) or study.name != name:
+        raise SystemExit(f"vgp_bench/studies/{name}.py: STUDY is not Study({name!r}, ...)")
+    return study
+
+
+def declared_studies() -> list[Study]:
+    """Every study: each results/<study>/README.md with generated places, by folder name."""
+    readmes = sorted(runs.RESULTS.glob("*/README.md"))
+    return [study_of(path) for path in readmes if MARKER.search(path.read_text())]
 
 
 def readme_path(study: Study) -> Path:
@@ -45,7 +62,7 @@ def render(text: str, study: Study) -> str:
 def stale_readmes(write: bool) -> list[Path]:
     """The READMEs out of date with their runs, each rewritten when `write`."""
     stale = []
-    for study in STUDIES:
+    for study in declared_studies():
         path = readme_path(study)
         text = path.read_text()
         new = render(text, study)
