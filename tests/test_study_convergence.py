@@ -4,6 +4,7 @@ answers in words (from three seeds, or one against dlgm1's spread), and the stop
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import statistics
@@ -19,7 +20,7 @@ from tests.study_folders import (
     write_run,
 )
 from vgp_bench.studies import runs as study_runs
-from vgp_bench.studies.answers import answer_rows, seed_spread
+from vgp_bench.studies.answers import Yardstick, answer, answer_rows, seed_spread
 from vgp_bench.studies.cells import difference_cell, signed
 from vgp_bench.studies.convergence import (
     QUESTIONS,
@@ -30,7 +31,7 @@ from vgp_bench.studies.convergence import (
 )
 from vgp_bench.studies.curves import lead_at_stops, realization_gap
 from vgp_bench.studies.differences import difference as row_difference
-from vgp_bench.studies.differences import seeds_for_three_se
+from vgp_bench.studies.differences import seed_difference, seeds_for_three_se
 from vgp_bench.studies.spread import chi_square_quantile, deviation_interval
 
 
@@ -114,11 +115,12 @@ def test_the_convergence_answer_waits_for_three_seeds_then_reads_the_differences
     add("dlgm1_vgp_linear", 2)
     lines = convergence_answer().splitlines()
     assert len(lines) == 3
-    diff, se, _ = row_difference("dlgm1_vae", "dlgm1_vgp_default", [0, 1, 2], "nll", "convergence")
+    diff, se, _ = seed_difference("dlgm1_vae", "dlgm1_vgp_default", [0, 1, 2], "nll", "convergence")
     assert diff == pytest.approx(1.0333333) and diff > 3 * se
+    assert se == pytest.approx(statistics.stdev([1.0, 0.8, 1.3]) / math.sqrt(3))
     assert "Yes: the default VGP beats the VAE, beyond 3 SE" in lines[0]
     assert difference_cell(diff, se) in lines[0] and "(per seed +1.00, +0.80, +1.30)" in lines[0]
-    diff, se, _ = row_difference(
+    diff, se, _ = seed_difference(
         "dlgm1_vgp_linear", "dlgm1_vgp_default", [0, 1, 2], "nll", "convergence"
     )
     assert "Not measurably" in lines[1] and abs(diff) < 3 * se
@@ -129,14 +131,29 @@ def test_the_convergence_answer_waits_for_three_seeds_then_reads_the_differences
     assert seeds_for_three_se(0.0, 0.1, 3) == math.inf
 
 
-def test_the_dlgm2_answer_reads_one_seed_against_dlgm1s_spread_between_seeds(
+def test_the_dlgm2_yardstick_is_the_spread_between_dlgm2_seeds_of_the_100_epoch_study() -> None:
+    """The committed dlgm2 answer reads its one seed against the same questions' differences
+    between dlgm2 seeds 0 and 1 of results/vgp_vs_vae, whose runs are committed."""
+    yardstick = QUESTIONS.yardstick["dlgm2"]
+    assert yardstick.study == "vgp_vs_vae" and set(yardstick.rows) == {
+        q.asked for q in QUESTIONS.by_model["dlgm2"]
+    }
+    for asked, (a, b) in yardstick.rows.items():
+        assert a.startswith("dlgm2_") and b.startswith("dlgm2_")
+        deviation, seeds = seed_spread(yardstick, asked)
+        per_seed = row_difference(a, b, seeds, "nll", "vgp_vs_vae")[2]
+        assert seeds == [0, 1] and deviation == pytest.approx(statistics.stdev(per_seed))
+
+
+def test_the_dlgm2_answer_reads_one_seed_against_a_yardsticks_spread_between_seeds(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
     """dlgm2 is answered from the seed all its rows share: each difference (with the test
-    images' noise paired over them) is set against 3 standard errors from dlgm1's standard
-    deviation between seeds of the same question, whose 95% interval from three seeds is given;
-    a yes holds at the top of that interval or says how much wider a spread would undo it, and
-    with no dlgm1 spread the answer says it cannot be read yet."""
+    images' noise paired over them) is set against 3 standard errors from the yardstick's
+    standard deviation between seeds of the same question (here dlgm1's rows), whose 95%
+    interval is given; a yes holds at the top of that interval or says how much wider a spread
+    would undo it, one within 3 is unsettled, and with no spread the answer says it cannot be
+    read yet."""
     monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
     history = [{"epoch": 1, "valid_bound": -90.0}]
     dlgm1 = {
@@ -177,8 +194,18 @@ def test_the_dlgm2_answer_reads_one_seed_against_dlgm1s_spread_between_seeds(
             pair("dlgm2_vgp_paper", "dlgm2_vgp_paper_affine", paper - twin, 0.03),
         ][: 1 if study == "unpaired-twin" else 2]
         (tmp_path / study / "paired_differences.json").write_text(json.dumps(paired))
+
+    def dlgm2_answer(study: str) -> str:
+        rows = {
+            "Does the VGP beat the VAE at convergence?": ("dlgm1_vae", "dlgm1_vgp_default"),
+            "Is it the GP?": ("dlgm1_vgp_linear", "dlgm1_vgp_default"),
+        }
+        yardstick = Yardstick(study, rows, "dlgm1's rows")
+        questions = dataclasses.replace(QUESTIONS, yardstick={"dlgm2": yardstick})
+        return answer(study, questions, "dlgm2")
+
     add("convergence", "dlgm2_vgp_paper_affine", 1, None)
-    assert convergence_answer(family="dlgm2") == (
+    assert dlgm2_answer("convergence") == (
         "Waiting for 1 seed tested in every dlgm2 row (tested in all of them so far: none)."
     )
     for study, (_, _, twin) in cases.items():
@@ -191,26 +218,30 @@ def test_the_dlgm2_answer_reads_one_seed_against_dlgm1s_spread_between_seeds(
     assert chi_square_quantile(0.975, 1) == pytest.approx(5.0239, abs=1e-4)
     assert chi_square_quantile(0.05, 10) == pytest.approx(3.9403, abs=1e-4)
 
-    lines = convergence_answer(family="dlgm2").splitlines()
+    lines = dlgm2_answer("convergence").splitlines()
     assert len(lines) == 3
     spread = statistics.stdev([1.0, 0.8, 1.3])
-    assert seed_spread("convergence", QUESTIONS, "dlgm1", "Is it the GP?")[0] == pytest.approx(
+    gp_rows = Yardstick(
+        "convergence", {"Is it the GP?": ("dlgm1_vgp_linear", "dlgm1_vgp_default")}, ""
+    )
+    assert seed_spread(gp_rows, "Is it the GP?")[0] == pytest.approx(
         statistics.stdev([0.1, -0.3, 0.3])
     )
     assert lines[0].startswith(
-        "- **Does the VGP beat the VAE at convergence?** Yes if dlgm2's seeds spread like "
-        "dlgm1's: the paper's VGP beats the VAE. VAE - the paper's VGP, test -log p(x) (IS), "
+        "- **Does the VGP beat the VAE at convergence?** Yes if seeds spread as in dlgm1's rows: "
+        "the paper's VGP beats the VAE. VAE - the paper's VGP, test -log p(x) (IS), "
         "seed 1: +4.50 (paired over the test images, their noise only: seed 1: +4.50 ± 0.050)."
     )
     assert (
-        f"a standard deviation of {spread:.2f} nats over its seeds 0, 1, 2 (95% interval "
+        "the same question's difference in dlgm1's rows: +1.00, +0.80, +1.30 over seeds 0, 1, 2, "
+        f"a standard deviation of {spread:.2f} nats (95% interval "
         f"{low * spread:.2f} to {high * spread:.2f}, from 3 seeds); by it, this difference's "
         f"standard error is {spread:.2f} nats and the difference {4.5 / spread:.1f} of them."
     ) in lines[0]
     assert 4.5 / spread / 3 < high
     assert f"Seeds spreading {4.5 / spread / 3:.1f} times as widely" in lines[0]
     spread = statistics.stdev([0.1, -0.3, 0.3])
-    assert lines[1].startswith("- **Is it the GP?** Not measurably with 1 seed: twin - ")
+    assert lines[1].startswith("- **Is it the GP?** Unsettled with 1 seed: twin - ")
     assert "seed 1: +0.40 (paired over the test images, their noise only: seed 1: +0.40" in lines[1]
     assert (
         f"and the difference {0.4 / spread:.1f} of them, within 3 of zero: 3 leave open "
@@ -218,29 +249,28 @@ def test_the_dlgm2_answer_reads_one_seed_against_dlgm1s_spread_between_seeds(
     ) in lines[1]
     assert "One more seed of the 3 dlgm2 rows costs 6.0 training hours" in lines[2]
 
-    robust = convergence_answer("robust", family="dlgm2").splitlines()
+    robust = dlgm2_answer("robust").splitlines()
     assert 6.5 / statistics.stdev([1.0, 0.8, 1.3]) / 3 > high
     assert robust[0].startswith(
         "- **Does the VGP beat the VAE at convergence?** Yes: the paper's VGP beats the VAE, "
-        "beyond 3 standard errors even if dlgm2's seeds spread as widely as the top of dlgm1's "
-        "interval."
+        "beyond 3 standard errors even at the top of that spread's interval."
     )
     assert robust[1].startswith(
-        "- **Is it the GP?** Yes if dlgm2's seeds spread like dlgm1's: the twin without the GP "
+        "- **Is it the GP?** Yes if seeds spread as in dlgm1's rows: the twin without the GP "
         "beats the paper's VGP."
     )
     assert (
         "seed 1: -1.00 (paired over the test images, their noise only: seed 1: -1.00" in (robust[1])
     )
-    unanswered = convergence_answer("one-dlgm1-seed", family="dlgm2").splitlines()
+    unanswered = dlgm2_answer("one-dlgm1-seed").splitlines()
     assert all(
         "Not answerable yet" in line
         and line.endswith(
-            "not measured on dlgm2, and dlgm1's same difference has fewer than two seeds."
+            "not measured here, and the same difference in dlgm1's rows has fewer than two seeds."
         )
         for line in unanswered[:2]
     )
-    unpaired = convergence_answer("unpaired-twin", family="dlgm2").splitlines()
+    unpaired = dlgm2_answer("unpaired-twin").splitlines()
     paired_vae = "seed 1: +4.50 (paired over the test images, their noise only: seed 1: +4.50"
     assert paired_vae in unpaired[0]
     assert (

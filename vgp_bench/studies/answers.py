@@ -1,6 +1,7 @@
 """A study's questions answered in words from the differences of its rows over seeds: beyond
-3 standard errors or not, the range 3 leave open and the seeds that would close it; a model
-with fewer seeds than measure their own spread is read against a yardstick model's spread."""
+3 standard errors of the per-seed differences or not, the range 3 leave open and the seeds that
+would close it; a model with fewer seeds than measure their own spread is read against a
+yardstick: the spread between seeds of the same question measured on other runs."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from vgp_bench.studies.differences import (
     beyond_three_se,
     difference,
     paired_cells,
+    seed_difference,
     seeds_for_three_se,
 )
 from vgp_bench.studies.spread import deviation_interval
@@ -33,13 +35,23 @@ class Question:
 
 
 @dataclass(frozen=True)
+class Yardstick:
+    """Where a model answered from too few seeds takes its spread between seeds: the same
+    question's rows (a, b) in a study whose seeds measure it, and how the README names them."""
+
+    study: str
+    rows: Mapping[str, tuple[str, str]]  # question asked -> (a, b) of that study
+    label: str  # e.g. "dlgm2 at 100 epochs (results/vgp_vs_vae)"
+
+
+@dataclass(frozen=True)
 class Questions:
     """A study's questions by model, and the seeds each model's answer waits for."""
 
     by_model: Mapping[str, Sequence[Question]]
     pairs: Sequence[tuple[str, str, str]]  # the differences table's rows: "model: words", a, b
     seeds: Mapping[str, int]  # the seeds every row of a model has before it is answered
-    yardstick: Mapping[str, str]  # a model with fewer seeds -> the model whose spread it borrows
+    yardstick: Mapping[str, Yardstick]  # a model with fewer seeds -> where its spread comes from
     spread_seeds: int = 3  # the fewest seeds whose own spread a model's answer is read against
 
 
@@ -80,15 +92,14 @@ def seed_cost_hours(study: str, names: Sequence[str]) -> float:
     return total
 
 
-def seed_spread(
-    study: str, questions: Questions, model: str, asked: str
-) -> tuple[float, list[int]] | None:
-    """The standard deviation between seeds of a question's IS difference on a model, over the
-    seeds its answer reads, and those seeds (None with fewer than two)."""
-    seeds = answer_seeds(study, questions, model)
+def seed_spread(yardstick: Yardstick, asked: str) -> tuple[float, list[int]] | None:
+    """The standard deviation between seeds of a question's IS difference on a yardstick's
+    rows, over the seeds both have tested, and those seeds (None with fewer than two)."""
+    a, b = yardstick.rows[asked]
+    study = yardstick.study
+    seeds = sorted(set(runs.tested_seeds(study, a)) & set(runs.tested_seeds(study, b)))
     if len(seeds) < 2:
         return None
-    a, b = answer_rows(questions, model, asked)
     return statistics.stdev(difference(a, b, seeds, "nll", study)[2]), seeds
 
 
@@ -115,55 +126,58 @@ def yardstick_answer(
     study: str, questions: Questions, model: str, question: Question, seeds: Sequence[int]
 ) -> str:
     """A question answered from fewer seeds than measure their own spread: the mean difference
-    against 3 standard errors of the yardstick model's spread between seeds, with how far that
+    against 3 standard errors of the yardstick's spread between seeds, with how far that
     spread is known."""
     asked = question.asked
     diff = difference(question.a, question.b, seeds, "nll", study)[0]
     measured = measured_on_few_seeds(study, questions, question, seeds)
-    other = questions.yardstick[model]
-    spread = seed_spread(study, questions, other, asked)
+    yardstick = questions.yardstick[model]
+    spread = seed_spread(yardstick, asked)
     if spread is None or spread[0] == 0:
         missing = "has fewer than two seeds" if spread is None else "does not spread over its seeds"
         return (
             f"- **{asked}** Not answerable yet: {measured}. The spread between seeds is not "
-            f"measured on {model}, and {other}'s same difference {missing}."
+            f"measured here, and the same difference in {yardstick.label} {missing}."
         )
     deviation, other_seeds = spread
     se = deviation / math.sqrt(len(seeds))
     low, high = deviation_interval(len(other_seeds))
     ratio = abs(diff) / se
-    yardstick = (
-        f"The spread between seeds is not measured on {model}. {other}'s same difference has a "
-        f"standard deviation of {deviation:.2f} nats over its seeds "
-        f"{', '.join(map(str, other_seeds))} (95% interval {low * deviation:.2f} to "
-        f"{high * deviation:.2f}, from {len(other_seeds)} seeds); by it, this difference's "
-        f"standard error is {se:.2f} nats and the difference {ratio:.1f} of them"
+    a, b = yardstick.rows[asked]
+    per_seed = difference(a, b, other_seeds, "nll", yardstick.study)[2]
+    spread_words = (
+        f"The spread between seeds is not measured here. The nearest measured is the same "
+        f"question's difference in {yardstick.label}: {', '.join(signed(d) for d in per_seed)} "
+        f"over seeds {', '.join(map(str, other_seeds))}, a standard deviation of "
+        f"{deviation:.2f} nats (95% interval {low * deviation:.2f} to {high * deviation:.2f}, "
+        f"from {len(other_seeds)} seeds); by it, this difference's standard error is {se:.2f} "
+        f"nats and the difference {ratio:.1f} of them"
     )
     if not beyond_three_se(diff, se):
         return (
-            f"- **{asked}** Not measurably with {len(seeds)} seed"
-            f"{'s' if len(seeds) > 1 else ''}: {measured}. {yardstick}, within 3 of zero: "
+            f"- **{asked}** Unsettled with {len(seeds)} seed"
+            f"{'s' if len(seeds) > 1 else ''}: {measured}. {spread_words}, within 3 of zero: "
             f"3 leave open anything from {signed(diff - 3 * se)} to {signed(diff + 3 * se)} "
             "nats."
         )
     verdict = question.b_better if diff > 0 else question.a_better
     if ratio / 3 >= high:
         return (
-            f"- **{asked}** Yes: {verdict}, beyond 3 standard errors even if {model}'s "
-            f"seeds spread as widely as the top of {other}'s interval. {measured}. {yardstick}."
+            f"- **{asked}** Yes: {verdict}, beyond 3 standard errors even at the top of that "
+            f"spread's interval. {measured}. {spread_words}."
         )
     return (
-        f"- **{asked}** Yes if {model}'s seeds spread like {other}'s: {verdict}. "
-        f"{measured}. {yardstick}. Seeds spreading {ratio / 3:.1f} times as widely as "
-        f"{other}'s estimate, inside its interval, would bring it within 3 standard errors "
-        "of zero."
+        f"- **{asked}** Yes if seeds spread as in {yardstick.label}: {verdict}. {measured}. "
+        f"{spread_words}. Seeds spreading {ratio / 3:.1f} times as widely, inside its interval, "
+        "would bring it within 3 standard errors of zero."
     )
 
 
 def seeds_answer(study: str, questions: Questions, question: Question, seeds: Sequence[int]) -> str:
-    """A question answered from its own seeds' spread: beyond 3 SE, or what 3 SE leave open."""
+    """A question answered from its own seeds' spread: beyond 3 standard errors of the per-seed
+    differences, or what 3 leave open."""
     a, b = question.a, question.b
-    diff, se, per_seed = difference(a, b, seeds, "nll", study)
+    diff, se, per_seed = seed_difference(a, b, seeds, "nll", study)
     measured = (
         f"{pair_label(questions, a, b)}, test -log p(x) (IS) over seeds "
         f"{', '.join(map(str, seeds))}: "

@@ -5,6 +5,7 @@ paired_evaluations.json, written by scripts/paired_differences.py and paired_eva
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,6 +35,22 @@ def difference(
     b_values = [runs.test_of(study, f"{b}_s{s}")[key] for s in seeds]
     per_seed = [x - y for x, y in zip(a_values, b_values, strict=True)]
     return first.mean - second.mean, math.hypot(first.stderr, second.stderr), per_seed
+
+
+def seed_difference(
+    a: str, b: str, seeds: Sequence[int], key: str, study: str
+) -> tuple[float, float, list[float]]:
+    """The mean of the per-seed differences a - b, its standard error over the seeds (their
+    standard deviation / sqrt(seeds)), and the differences; one seed keeps the unpaired
+    standard error of its two tests over the test images."""
+    diff, se, per_seed = difference(a, b, seeds, key, study)
+    if len(per_seed) < 2:
+        return diff, se, per_seed
+    return (
+        statistics.fmean(per_seed),
+        statistics.stdev(per_seed) / math.sqrt(len(per_seed)),
+        per_seed,
+    )
 
 
 def beyond_three_se(diff: float, se: float) -> bool:
