@@ -9,7 +9,7 @@ vgp_bench/benchmarks/reproduction_costs.py, drawn by vgp_bench/studies/reproduct
 
 from __future__ import annotations
 
-from vgp_bench.studies.reproduction import main
+from vgp_bench.studies.costs_command import main
 
 if __name__ == "__main__":
     main()

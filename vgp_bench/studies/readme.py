@@ -48,8 +48,18 @@ def declared_studies() -> list[Study]:
     return [study_of(path) for path in readmes if MARKER.search(path.read_text())]
 
 
+def generated_documents() -> list[Study]:
+    """Every README with generated places: the studies', and the top-level README's paper
+    rows and costs."""
+    from vgp_bench.studies.paper_rows import TOP_README  # it imports this package's studies
+
+    return [*declared_studies(), TOP_README]
+
+
 def readme_path(study: Study) -> Path:
     """A study's README."""
+    if study.readme:
+        return runs.ROOT / study.readme
     return runs.RESULTS / study.name / "README.md"
 
 
@@ -62,7 +72,7 @@ def render(text: str, study: Study) -> str:
 def stale_readmes(write: bool) -> list[Path]:
     """The READMEs out of date with their runs, each rewritten when `write`."""
     stale = []
-    for study in declared_studies():
+    for study in generated_documents():
         path = readme_path(study)
         text = path.read_text()
         new = render(text, study)

@@ -1,23 +1,13 @@
 """What reproducing each Table 1 and Table 2 row costs (results/reproduction): costs.md and the
 top-level README's table drawn from costs.json, which vgp_bench/benchmarks/reproduction_costs.py
-measures; and the command that measures and draws them.
-
-    scripts/reproduction_costs.py --out results/reproduction   # costs.md and costs.json, and
-                                                               # the table in README.md
-"""
+measures (studies/costs_command.py measures and draws them)."""
 
 from __future__ import annotations
 
-import argparse
-import json
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from vgp_bench.analysis.report.render import markdown_table
-from vgp_bench.studies import runs
 
-README_MARKERS = ("<!-- table:costs -->", "<!-- /table -->")
 COSTS_HEADER = [
     "command", "epochs x steps", "CPU ms / step", "validation each epoch (images x S)",
     "training CPU-h", "test images x S", "test CPU-h", "kernels / step",
@@ -132,44 +122,4 @@ def readme_table(record: dict[str, Any]) -> str:
                 range_cell(gpu),
             ]
         )
-    return "\n".join(markdown_table(README_HEADER, rows, spaced_rule=True, right_aligned=3))
-
-
-def with_readme_table(readme: str, record: dict[str, Any]) -> str:
-    """The README's text with the table between its markers redrawn from `record`."""
-    start, end = README_MARKERS
-    head, rest = readme.split(start, 1)
-    _, tail = rest.split(end, 1)
-    return f"{head}{start}\n{readme_table(record)}\n{end}{tail}"
-
-
-def write_tables(folder: Path, record: dict[str, Any]) -> None:
-    """costs.md in `folder`, and the README's table when the folder is the checkout's."""
-    (folder / "costs.md").write_text(markdown(record))
-    readme = runs.ROOT / "README.md"
-    if folder.resolve() == readme.parent / "results" / "reproduction":
-        readme.write_text(with_readme_table(readme.read_text(), record))
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """Measure the rows asked for (or with --render only redraw) and write the tables."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("results/reproduction"))
-    parser.add_argument(
-        "--rows", nargs="*", help="measure these rows (default: all); the others in costs.json stay"
-    )
-    parser.add_argument("--render", action="store_true", help="only redraw costs.md")
-    parser.add_argument("--note", default="", help="what else ran, e.g. 'the studies paused'")
-    args = parser.parse_args(argv)
-    if args.render:
-        write_tables(args.out, json.loads((args.out / "costs.json").read_text()))
-        return
-    from vgp_bench.benchmarks.reproduction_costs import ROWS, measure  # torch: measuring only
-
-    rows = ROWS if args.rows is None else args.rows
-    unknown = sorted(set(rows) - set(ROWS))
-    if unknown:
-        parser.error(f"unknown rows {unknown}; the rows are {ROWS}")
-    record = measure(args.out, rows, args.note)
-    write_tables(args.out, record)
-    print(markdown(record))
+    return "\n".join(markdown_table(README_HEADER, rows, spaced_rule=True, right_aligned=3)) + "\n"

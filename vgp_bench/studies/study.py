@@ -14,3 +14,4 @@ class Study:
     name: str  # results/<name>/README.md and results/<name>/runs
     tables: Mapping[str, Callable[[], str]]  # <!-- table:NAME --> ... <!-- /table -->
     values: Mapping[str, Callable[[], str]]  # <!-- v:NAME -->...<!-- /v -->
+    readme: str = ""  # the README it draws, relative to the checkout; "": results/<name>/
