@@ -44,6 +44,7 @@ from vgp_bench.run.folder_checks import (  # noqa: F401 (imported from here by t
 from vgp_bench.run.lock import LOCK_NAME, WRITE_ELSEWHERE, acquire_lock, refuse_if_locked
 from vgp_bench.run.metrics import RunRecord, read_record, write_record
 from vgp_bench.run.resume_policy import (
+    load_best_checkpoint,
     load_last_checkpoint,
     refuse_data_change,
     refuse_evaluation_changes,
@@ -189,7 +190,7 @@ def plan_run(
         refuse_foreign_checkpoint(last, checkpoint, run_dir)  # before its config is compared
         best = run_dir / "checkpoints" / "best.pt"
         if best.is_file():  # the final test may evaluate it
-            refuse_foreign_checkpoint(best, load_last_checkpoint(best), run_dir)
+            refuse_foreign_checkpoint(best, load_best_checkpoint(best), run_dir)
         changes = resume_changes(checkpoint["config"], current, run_dir)
         if data_info is not None:
             refuse_data_change(run_dir, data_info)
