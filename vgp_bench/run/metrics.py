@@ -260,6 +260,12 @@ class RunRecord(Record):
         if state.best_epoch:
             self.best_epoch = state.best_epoch
 
+    def record_failure(self, error: str) -> None:
+        """Mark the run failed with `error`, its progress left as last recorded (never ahead of
+        the checkpoint a resume starts from)."""
+        self.status, self.error = "failed", error
+        self.data.pop("stop_signal", None)
+
     def add_evaluation(self, evaluation: Evaluation) -> None:
         """Append a later evaluation (vgp-eval); it is `test` only when the run has none and
         it read the run's own data."""

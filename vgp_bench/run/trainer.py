@@ -110,8 +110,8 @@ class Trainer:
             except BaseException as error:
                 error_text = log_failure(self.log, error, isinstance(error, USER_ERRORS))
                 if self.context.is_main:
-                    try:  # progress as last recorded: never ahead of the checkpoint
-                        self.folder.record.status, self.folder.record.error = "failed", error_text
+                    try:
+                        self.folder.record.record_failure(error_text)
                         self.folder.write_record()
                     except OSError as failed:  # a full disk: the error itself is the news
                         self.log.error("could not record the failure: %s", failed)
