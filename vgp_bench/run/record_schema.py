@@ -48,17 +48,21 @@ def fits(value: Any, kind: type) -> bool:
     return isinstance(value, kind)
 
 
+# JSON's names of the kinds of value, for messages (bool before int: true is an int in Python)
+JSON_KINDS = (
+    (bool, "boolean"),
+    (int, "integer"),
+    (float, "number"),
+    (str, "string"),
+    (dict, "object"),
+    (list, "list"),
+)
+
+
 def found_word(value: Any) -> str:
-    return f"{json_type(value)} {value!r}"[:60]
-
-
-def json_type(value: Any) -> str:
-    for kind in (bool, int, float, str, dict, list):
-        if isinstance(value, kind):
-            return {bool: "boolean", int: "integer", float: "number", str: "string"}.get(
-                kind, "object" if kind is dict else "list"
-            )
-    return type(value).__name__
+    """A value found in the file, with its JSON kind, shortened: `integer 5`."""
+    kind = next((word for python, word in JSON_KINDS if isinstance(value, python)), "value")
+    return f"{kind} {value!r}"[:60]
 
 
 def record_problem(data: dict[str, Any], kind: type, where: str = "") -> str | None:
