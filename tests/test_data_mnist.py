@@ -416,7 +416,8 @@ def test_idx_files_split_into_train_valid_test(tmp_path, vgp_data, capsys):
 
 
 def test_missing_file_names_the_command(tmp_path):
-    expected = r"mnist.h5 not found: run `vgp-data mnist` \(or `make data`\)"
+    # the folder used is named (a run started elsewhere reads another data/)
+    expected = rf"mnist.h5 not found: run `vgp-data mnist --data-dir {tmp_path}`"
     with pytest.raises(MissingDataError, match=expected):
         mnist.load_mnist(str(tmp_path))
 

@@ -208,7 +208,7 @@ def test_sigterm_checkpoints_and_resume_matches_an_uninterrupted_run(tmp_path: P
         time.sleep(0.05)
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 130, stderr
+    assert process.returncode == 143, stderr  # 128 + SIGTERM, as shells and schedulers expect
     assert "SIGTERM" in stderr
     assert json.loads((interrupted / "metrics.json").read_text())["status"] == "interrupted"
     assert (
@@ -348,9 +348,10 @@ def test_per_example_files_of_one_run_never_overwrite_each_other(tmp_path: Path)
 
 def test_a_step_budget_ending_an_epoch_completes_it(tmp_path: Path) -> None:
     # 64 examples / 16 = 4 batches: max_steps=4 ends exactly at the end of epoch 1
-    metrics = train(compose_config([*TINY, "trainer.max_steps=4", "eval.at_end=false"]), tmp_path)
+    full = tmp_path / "full"  # beside the next run: a run folder holds no other run
+    metrics = train(compose_config([*TINY, "trainer.max_steps=4", "eval.at_end=false"]), full)
     assert metrics["epochs_completed"] == 1 and [h["epoch"] for h in metrics["history"]] == [1]
-    assert "valid_bound" in metrics["history"][0] and (tmp_path / "samples.png").is_file()
+    assert "valid_bound" in metrics["history"][0] and (full / "samples.png").is_file()
     short = tmp_path / "short"
     train(compose_config([*TINY, "trainer.max_steps=2", "eval.at_end=false"]), short)
     assert (short / "samples.png").is_file()  # images even when no epoch completed

@@ -72,6 +72,7 @@ def test_a_crafted_checkpoint_is_refused_without_running_code(tmp_path: Path, su
 def test_a_crafted_last_checkpoint_is_refused_by_vgp_train(tmp_path: Path) -> None:
     marker = tmp_path / "marker"
     run_dir = tmp_path / "run"
+    train(compose_config(QUICK), run_dir)  # a run's folder (a folder without one is refused)
     write_malicious_checkpoint(run_dir / "checkpoints" / "last.pt", marker)
     with pytest.raises(ValueError, match=r"last\.pt"):
         train(compose_config(TINY), run_dir)

@@ -23,9 +23,23 @@ TEMPORARY_MARK = ".vgp-"
 def no_space_error(path: Path) -> NoSpaceError:
     return NoSpaceError(
         errno.ENOSPC,
-        f"no space left on {path.parent} (writing {path.name}); free some space and run the "
-        "same command again: the files already there are unchanged",
+        f"no space left on {path.parent} (writing {path.name}, which is "
+        f"{'unchanged' if path.exists() else 'not written'}); free some space and run the same "
+        "command again",
     )
+
+
+def unwritable_reason(path: Path) -> str | None:
+    """Why a file cannot be written at `path` (its folder, or the nearest ancestor that would
+    hold it, is read-only or a file), or None; reads only."""
+    folder = path.absolute().parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is a file, not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} is read-only"
+    return None
 
 
 def current_umask() -> int:

@@ -139,6 +139,30 @@ def check_values(path: Path, attrs: dict[str, Any], splits: dict[str, SplitArray
         )
 
 
+def mnist_file(data_dir: str | Path, path: str | None = None) -> Path:
+    """The loader's file, checked to exist; the error names the command that makes it there
+    (`--data-dir` the folder used, or `--out` the file)."""
+    file = Path(data_dir) / (path if path is not None else FILE_NAME)
+    if not file.is_file():
+        option = f"--data-dir {file.parent}" if path is None else f"--out {file}"
+        raise MissingDataError(f"{file} not found: run `vgp-data mnist {option}`")
+    return file
+
+
+def check_mnist_file(data_dir: str | Path, path: str | None = None) -> None:
+    """Check, before a run starts, that the loader's file exists and has the layout this code
+    reads (attributes and shapes only: the values and checksum are checked on loading)."""
+    file = mnist_file(data_dir, path)
+    try:
+        with h5py.File(file, "r") as handle:
+            check_layout(handle, file)
+    except CorruptDataError:
+        raise
+    except (OSError, KeyError, ValueError) as error:
+        reason = " ".join(str(error).split())
+        raise CorruptDataError(f"{file} cannot be read ({reason}): {REBUILD_HINT}") from None
+
+
 def read_mnist_h5(path: Path) -> tuple[dict[str, Any], dict[str, SplitArrays]]:
     """Every array of data/mnist.h5 in memory, with its attrs; layout, values (binary 0/1,
     labels) and the stored content checksum checked."""
@@ -199,12 +223,7 @@ def load_mnist(
             "dataset.holdout must be a positive number of images (with merge_valid=false), "
             f"got holdout={holdout!r}, merge_valid={merge_valid}"
         )
-    file = Path(data_dir) / (path if path is not None else FILE_NAME)
-    if not file.is_file():
-        out_option = "" if path is None else f" --out {file}"
-        raise MissingDataError(
-            f"{file} not found: run `vgp-data mnist{out_option}` (or `make data`)"
-        )
+    file = mnist_file(data_dir, path)
     attrs, splits = read_mnist_h5(file)
     dynamic = binarization == "dynamic"
     if dynamic and any(arrays.grey is None for arrays in splits.values()):

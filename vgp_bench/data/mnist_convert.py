@@ -50,7 +50,7 @@ from vgp_bench.data.mnist_sources import (
 )
 from vgp_bench.data.store import existing_file_state
 from vgp_bench.errors import ConfigError, CorruptDataError, MissingDataError
-from vgp_bench.files import atomic_file
+from vgp_bench.files import atomic_file, unwritable_reason
 
 # Attributes that must agree for a file already in place to count as this conversion.
 SAME_CONVERSION_KEYS = ("sha256", "binarization_seed", "binary_origin", "split_rule")
@@ -299,6 +299,10 @@ def run(args: argparse.Namespace) -> int:
             )
         print(f"rebuilding {out}: {why}")
 
+    if (unwritable := unwritable_reason(out)) is not None:  # before any download
+        raise ConfigError(
+            f"cannot write {out}: {unwritable}; pass --data-dir (or --out) for a writable place"
+        )
     splits = conversion.make_splits()
     binarize_fixed(splits, args.binarization_seed)
     write_mnist_h5(out, splits, attrs)

@@ -46,20 +46,57 @@ def integer(minimum: int | None = None, optional: bool = False) -> Rule:
     return rule
 
 
-def number(positive: bool = False, optional: bool = False, at_most: float | None = None) -> Rule:
-    """A finite number (> 0 when `positive`, <= `at_most` when given); null too when
-    `optional`."""
+def number(
+    positive: bool = False,
+    optional: bool = False,
+    at_most: float | None = None,
+    at_least: float | None = None,
+    below: float | None = None,
+) -> Rule:
+    """A finite number (> 0 when `positive`, >= `at_least`, <= `at_most`, < `below` when
+    given); null too when `optional`."""
 
     def rule(value: Any) -> str | None:
         if value is None and optional:
             return None
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         ok = ok and math.isfinite(value) and (value > 0 or not positive)
+        ok = ok and (at_least is None or value >= at_least)
         ok = ok and (at_most is None or value <= at_most)
+        ok = ok and (below is None or value < below)
         if not ok:
             wanted = "a positive number" if positive else "a finite number"
+            wanted += "" if at_least is None else f" >= {at_least:g}"
             wanted += "" if at_most is None else f" <= {at_most:g}"
+            wanted += "" if below is None else f" < {below:g}"
             return f"must be {or_null(wanted, optional)}"
+        return None
+
+    return rule
+
+
+def number_list(length: int, at_least: float, below: float) -> Rule:
+    """A list of `length` numbers, each in [at_least, below)."""
+    item = number(at_least=at_least, below=below)
+
+    def rule(value: Any) -> str | None:
+        items = list(value) if isinstance(value, list | tuple) else []
+        if len(items) != length or any(item(entry) for entry in items):
+            return f"must be a list of {length} numbers in [{at_least:g}, {below:g})"
+        return None
+
+    return rule
+
+
+def integer_lists(minimum: int) -> Rule:
+    """A non-empty list of lists of whole numbers, each at least `minimum` (one list per
+    stochastic layer)."""
+    inner = integer_list(minimum)
+
+    def rule(value: Any) -> str | None:
+        items = list(value) if isinstance(value, list | tuple) else []
+        if not items or any(inner(entry) for entry in items):
+            return f"must be a list of lists of integers >= {minimum}"
         return None
 
     return rule
@@ -95,15 +132,21 @@ def text(optional: bool = False) -> Rule:
     return rule
 
 
-def integer_list(minimum: int) -> Rule:
-    """A list of whole numbers, each at least `minimum`."""
+def integer_list(minimum: int, length: int | None = None, non_empty: bool = False) -> Rule:
+    """A list of whole numbers, each at least `minimum` (of `length` items, or at least one
+    when `non_empty`, where given)."""
 
     def rule(value: Any) -> str | None:
         items = list(value) if isinstance(value, list | tuple) else None
-        if items is None or any(
-            whole_number(item) is None or whole_number(item) < minimum for item in items
+        if (
+            items is None
+            or (length is not None and len(items) != length)
+            or (non_empty and not items)
+            or any(whole_number(item) is None or whole_number(item) < minimum for item in items)
         ):
-            return f"must be a list of integers >= {minimum}"
+            what = "a non-empty list of" if non_empty else "a list of"
+            what = f"a list of {length}" if length is not None else what
+            return f"must be {what} integers >= {minimum}"
         return None
 
     return rule

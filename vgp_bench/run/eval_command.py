@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from vgp_bench.data_identity import data_changes, data_identity, describe_changes
@@ -26,6 +27,7 @@ from vgp_bench.run.evaluate import (
     format_summary,
 )
 from vgp_bench.run.failures import USER_ERRORS, log_failure, print_error
+from vgp_bench.run.folder_checks import refuse_misplaced_entries
 from vgp_bench.run.host_memory import keep_freed_memory
 from vgp_bench.run.metrics import Evaluation, read_record, write_record
 from vgp_bench.run.run_folder import (
@@ -35,9 +37,16 @@ from vgp_bench.run.run_folder import (
     refuse_if_locked,
     refuse_links,
 )
+from vgp_bench.run.run_identity import refuse_foreign_checkpoint, refuse_nested
 from vgp_bench.run.runtime import apply_threads
-from vgp_bench.run.settings import check_eval_settings
-from vgp_bench.run.signals import EvaluationInterrupted, interruptible, run_command, stop_signals
+from vgp_bench.run.settings import check_added_keys, check_eval_settings, eval_command_keys
+from vgp_bench.run.signals import (
+    EvaluationInterrupted,
+    exit_status,
+    interruptible,
+    run_command,
+    stop_signals,
+)
 
 # How vgp-eval goes on when the run folder is busy (it writes into the run's own folder).
 EVAL_BUSY_ADVICE = "or evaluate a copy of the run folder"
@@ -71,7 +80,8 @@ def resolve_checkpoint(given: Path) -> Path:
 
 def recording_problem(run_dir: Path) -> str | None:
     """Why an evaluation of a checkpoint in `run_dir` cannot be added to its record, or None."""
-    if not (run_dir / "metrics.json").is_file():
+    record = run_dir / "metrics.json"
+    if not (record.exists() or record.is_symlink()):
         return f"{run_dir} holds no run (no metrics.json)"
     if not os.access(run_dir, os.W_OK) or not os.access(run_dir / "metrics.json", os.W_OK):
         return f"{run_dir} is read-only"
@@ -101,12 +111,16 @@ def evaluate_checkpoint(
     check_eval_settings(OmegaConf.create({"eval": eval_cfg}))
     path = resolve_checkpoint(Path(checkpoint_path))
     run_dir = run_folder_of(path)
+    refuse_nested(run_dir, "a checkpoint to evaluate")
     writable = recording_problem(run_dir) is None  # else nothing is written anywhere
     if writable:
         refuse_links(run_dir)
+        refuse_misplaced_entries(run_dir)
         check_record(run_dir)
         refuse_if_locked(run_dir, EVAL_BUSY_ADVICE)
     checkpoint = load_checkpoint(path)
+    if writable:
+        refuse_foreign_checkpoint(path, checkpoint, run_dir)
     cfg = checkpoint_config(checkpoint, device_name, data_dir)
     cfg.eval = OmegaConf.merge(cfg.eval, eval_cfg)
     parts = components_from_checkpoint(cfg, checkpoint)
@@ -189,6 +203,8 @@ def _hydra_main(cfg: DictConfig) -> None:
         )
         sys.exit(1)
     try:
+        overrides = list(HydraConfig.get().overrides.task)
+        check_added_keys(overrides, cfg, eval_command_keys(), "vgp-eval")
         check_eval_settings(OmegaConf.create({"threads": cfg.get("threads")}))
         threads = apply_threads(cfg.get("threads"))
         print(f"vgp-eval: {threads}, {keep_freed_memory()}", file=sys.stderr)
@@ -204,7 +220,7 @@ def _hydra_main(cfg: DictConfig) -> None:
             "folder (unless it is read-only): run the same command again to resume",
             file=sys.stderr,
         )
-        sys.exit(130)
+        sys.exit(exit_status(str(signal_name)))
     except Exception as error:
         print_error("vgp-eval", error, expected=isinstance(error, USER_ERRORS))
         sys.exit(1)

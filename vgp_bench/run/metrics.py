@@ -57,6 +57,8 @@ class Record:
 class Key(Generic[Value]):
     """One JSON key of a record: an attribute, None when the object lacks the key."""
 
+    holds = "value"  # what the key holds, for `record_schema`: a value, a record, records
+
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
@@ -76,6 +78,8 @@ class Key(Generic[Value]):
 class RecordKey(Key[Nested]):
     """A key holding another record (an object in the file)."""
 
+    holds = "record"
+
     def __init__(self, kind: type[Nested]) -> None:
         self.kind = kind
 
@@ -91,6 +95,8 @@ class RecordKey(Key[Nested]):
 
 class RecordListKey(Key[list[Nested]]):
     """A key holding a list of records (objects that are not are skipped)."""
+
+    holds = "records"
 
     def __init__(self, kind: type[Nested]) -> None:
         self.kind = kind
@@ -201,6 +207,7 @@ class RunRecord(Record):
     # progress, written at every save
     status = Key[str]()  # running | interrupted | failed | finished
     error = Key[str]()
+    stop_signal = Key[str]()  # the signal that stopped an interrupted run (SIGINT, SIGTERM)
     epochs_completed = Key[int]()
     steps = Key[int]()
     wall_time_s = Key[float]()
@@ -243,6 +250,8 @@ class RunRecord(Record):
     ) -> None:
         """How far the run got, from the loop's state (written at every save)."""
         self.status, self.error = status, error
+        if status != "interrupted":
+            self.data.pop("stop_signal", None)
         self.epochs_completed, self.steps = state.epoch, state.step
         self.wall_time_s = round(state.wall_time_s, 3)
         self.update({"history": state.history, "eval_at_epochs": state.eval_at_epochs})
@@ -250,6 +259,12 @@ class RunRecord(Record):
         self.world_size = world_size
         if state.best_epoch:
             self.best_epoch = state.best_epoch
+
+    def record_failure(self, error: str) -> None:
+        """Mark the run failed with `error`, its progress left as last recorded (never ahead of
+        the checkpoint a resume starts from)."""
+        self.status, self.error = "failed", error
+        self.data.pop("stop_signal", None)
 
     def add_evaluation(self, evaluation: Evaluation) -> None:
         """Append a later evaluation (vgp-eval); it is `test` only when the run has none and
@@ -277,11 +292,21 @@ class NotAnObjectError(CorruptDataError):
     """A metrics.json that holds valid JSON, but not an object."""
 
 
+class WrongShapeError(CorruptDataError):
+    """A metrics.json whose object breaks the record's typed schema (`record_schema`)."""
+
+
 def read_record(path: str | Path) -> RunRecord:
-    """The record in a metrics.json (OSError, ValueError when unreadable or not an object)."""
+    """The record in a metrics.json (OSError, ValueError when unreadable, not an object, or a
+    key of the wrong type: `record_schema`)."""
+    from vgp_bench.run.record_schema import record_problem
+
     data = json.loads(Path(path).read_text())
     if not isinstance(data, dict):
         raise NotAnObjectError("metrics.json does not hold a JSON object")
+    problem = record_problem(data, RunRecord)
+    if problem:
+        raise WrongShapeError(f"metrics.json is not a run's record: {problem}")
     return RunRecord(data)
 
 

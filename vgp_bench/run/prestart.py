@@ -1,8 +1,11 @@
 """Checks a command makes before Hydra creates its run folder: bad settings, a `+key` no
-config defines and a folder that cannot be made are one line each, and nothing is created."""
+config defines, a folder that cannot be made or lies inside a run folder, a missing or damaged
+data file are one line each, and nothing is created; a folder Hydra then makes is removed at
+exit if the start wrote nothing into it (a failure or a Ctrl-C before the run began)."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 from collections.abc import Sequence
@@ -13,7 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from vgp_bench.errors import ConfigError
+from vgp_bench.errors import ConfigError, UserError
 
 
 def first_existing(path: Path) -> Path:
@@ -44,9 +47,45 @@ def folder_problem(path: Path) -> str | None:
 
 
 def check_run_folder(path: Path) -> None:
+    from vgp_bench.run.run_identity import refuse_nested
+
     problem = folder_problem(path)
     if problem:
         raise ConfigError(f"{problem}; pick another hydra.run.dir")
+    refuse_nested(path)
+
+
+def check_data_file(cfg: DictConfig) -> None:
+    """The data file a run reads exists and has its layout (MNIST's; the other loaders make
+    their data or check it on loading)."""
+    dataset = cfg.get("dataset")
+    if dataset is None or not str(dataset.get("_target_", "")).endswith(".load_mnist"):
+        return
+    from vgp_bench.data.mnist import check_mnist_file
+
+    data_dir = Path(str(cfg.data_dir)).expanduser().absolute()
+    check_mnist_file(data_dir, dataset.get("path"))
+
+
+def folders_to_create(path: Path) -> list[Path]:
+    """`path` and those of its ancestors that do not exist, deepest first (Hydra makes them)."""
+    missing = []
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def remove_if_unused(folders: Sequence[Path]) -> None:
+    """Remove each of `folders` (deepest first) that is still empty: a start that ended before
+    writing anything (refused, failed or interrupted) leaves no folder behind. `rmdir` removes
+    only an empty folder, so nothing written is ever lost."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (the run wrote something), or already gone
+            return
 
 
 def check_train_start(cfg: DictConfig, overrides: Sequence[str], run_dir: Path) -> None:
@@ -62,6 +101,7 @@ def check_train_start(cfg: DictConfig, overrides: Sequence[str], run_dir: Path) 
     check_train_settings(cfg)
     check_compile_device(cfg)
     check_run_folder(run_dir)
+    check_data_file(cfg)
     if not run_dir.exists():  # a fresh start: trainer.init_model is used
         initial_model(cfg)
 
@@ -89,6 +129,8 @@ class PreStart(Callback):
         overrides = list(OmegaConf.to_container(config.hydra.overrides.task) or [])
         task = OmegaConf.masked_copy(config, [key for key in config if key != "hydra"])
         self.refuse_on_error(lambda: self.check(task, overrides, run_dir))
+        # the folders Hydra is about to make go again at exit if nothing was written there
+        atexit.register(remove_if_unused, folders_to_create(run_dir))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         overrides = list(OmegaConf.to_container(config.hydra.overrides.task) or [])
@@ -106,6 +148,6 @@ class PreStart(Callback):
     def refuse_on_error(self, check: Any) -> None:
         try:
             check()
-        except ConfigError as error:
+        except UserError as error:  # a bad setting, a missing or damaged data file
             print(f"{self.command}: error: {' '.join(str(error).split())}", file=sys.stderr)
             sys.exit(1)

@@ -88,6 +88,19 @@ def load_last_checkpoint(last: Path) -> dict[str, Any]:
         ) from error
 
 
+def load_best_checkpoint(best: Path) -> dict[str, Any]:
+    """`best.pt` of a run to resume (its final test may evaluate it); unreadable, the error
+    says how the run can go on."""
+    try:
+        return load_checkpoint(best, map_location="cpu")
+    except ValueError as error:
+        reason = str(error).split("; delete it")[0]
+        raise RunFolderError(
+            f"{reason}; move it out of the folder and run again (the run's next validated "
+            "epoch writes a new one)"
+        ) from error
+
+
 # eval keys that change no number of a run's test result
 EVAL_BOOKKEEPING = ("eval.at_end", "eval.save_per_example", "eval.epoch_is_samples")
 

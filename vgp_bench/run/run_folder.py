@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -34,48 +34,31 @@ from vgp_bench.run.config_keys import (  # noqa: F401 (run_folder.NEWER_KEYS: th
     is_resumable_key,
 )
 from vgp_bench.run.distributed import DistributedContext
-from vgp_bench.run.lock import (
-    LOCK_NAME,
-    WRITE_ELSEWHERE,
-    acquire_lock,
-    link_error,
-    refuse_if_locked,
+from vgp_bench.run.folder_checks import (  # noqa: F401 (imported from here by the commands)
+    LOG_NAME,
+    RUN_SUBFOLDERS,
+    check_run_folder,
+    refuse_foreign_folder,
+    refuse_links,
 )
+from vgp_bench.run.lock import LOCK_NAME, WRITE_ELSEWHERE, acquire_lock, refuse_if_locked
 from vgp_bench.run.metrics import RunRecord, read_record, write_record
 from vgp_bench.run.resume_policy import (
+    load_best_checkpoint,
     load_last_checkpoint,
     refuse_data_change,
     refuse_evaluation_changes,
     resume_changes,
 )
+from vgp_bench.run.run_identity import (  # noqa: F401 (check_record: imported from here)
+    IDENTITY_KEY,
+    check_record,
+    checkpoint_identity,
+    holds_run,
+    refuse_foreign_checkpoint,
+)
 from vgp_bench.run.runtime import code_version
 from vgp_bench.run.writer import NullWriter, Writer
-
-LOG_NAME = "train.log"
-# Files whose presence means the folder holds (part of) a run.
-RUN_MARKERS = ("metrics.json", "config.yaml", "checkpoints")
-# The run's own subfolders: their entries are checked for links too.
-RUN_SUBFOLDERS = ("checkpoints", ".hydra", "tensorboard")
-
-
-def planted_links(run_dir: Path) -> list[Path]:
-    """The symbolic links among the folder's entries and those of its own subfolders."""
-    if not run_dir.is_dir():
-        return []
-    links = []
-    for entry in sorted(run_dir.iterdir()):
-        if entry.is_symlink():
-            links.append(entry)
-        elif entry.name in RUN_SUBFOLDERS and entry.is_dir():
-            links += [inner for inner in sorted(entry.iterdir()) if inner.is_symlink()]
-    return links
-
-
-def refuse_links(run_dir: Path) -> None:
-    """Raise naming the first file of the run folder that is a symbolic link (reads only)."""
-    links = planted_links(run_dir)
-    if links:
-        raise link_error(links[0])
 
 
 def remove_orphans(run_dir: Path) -> list[Path]:
@@ -86,57 +69,6 @@ def remove_orphans(run_dir: Path) -> list[Path]:
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
-
-
-def check_record(run_dir: Path) -> None:
-    """Raise naming the folder's metrics.json when it cannot be read back (reads only)."""
-    path = run_dir / "metrics.json"
-    if not path.exists():
-        return
-    try:
-        read_record(path)
-    except (OSError, ValueError) as error:
-        raise RunFolderError(
-            f"{path} is unreadable ({' '.join(str(error).split())}): restore it from a backup, "
-            "or move it out of the folder to go on without the run's record"
-        ) from None
-
-
-def holds_run(run_dir: Path) -> bool:
-    return any((run_dir / name).exists() for name in RUN_MARKERS)
-
-
-# The first line of a log this package writes: `[2026-01-31 12:00:00,000][...`
-OWN_LOG_START = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\]\[")
-
-
-def is_own_leftover(entry: Path, temporaries: frozenset[Path]) -> bool:
-    """Whether `entry` is what an attempt of this package leaves before it holds a run: the
-    lock, a log in this package's format, one of its atomic writes' `temporaries`."""
-    if entry.is_symlink() or not entry.is_file():
-        return False
-    if entry.name == LOCK_NAME or entry in temporaries:
-        return True
-    if entry.name not in (LOG_NAME, "eval.log"):
-        return False
-    with entry.open("rb") as stream:
-        first = stream.readline(200).decode(errors="replace")
-    return not first or bool(OWN_LOG_START.match(first))
-
-
-def refuse_foreign_folder(run_dir: Path) -> None:
-    """Raise when `run_dir` holds files but no run (someone's own folder); reads only."""
-    if not run_dir.is_dir() or holds_run(run_dir):
-        return
-    temporaries = frozenset(orphaned_temporaries(run_dir))
-    foreign = sorted(e.name for e in run_dir.iterdir() if not is_own_leftover(e, temporaries))
-    if foreign:
-        more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
-        shown = ", ".join(foreign[:3]) + more
-        raise RunFolderError(
-            f"{run_dir} is not empty ({shown}) and holds no run: a run is written only into "
-            "a new or empty folder or its own run folder; pick another hydra.run.dir"
-        )
 
 
 def recorded_status(run_dir: Path) -> str:
@@ -236,17 +168,17 @@ def plan_run(
 ) -> RunPlan:
     """Decide how a start treats `run_dir`, or refuse; reads the folder and writes nothing.
 
-    Refused: a folder with a file that is a symbolic link, or with files but no run, or an
-    unreadable metrics.json; a folder another process holds; a resume whose config differs
+    Refused: a folder inside another run's folder, with files but no run, with a file that
+    is a symbolic link or an entry of the wrong kind, with a metrics.json that is not a
+    run's record, or read-only (`check_run_folder`); a folder another process holds; a
+    checkpoint that is not this run's (`refuse_foreign_checkpoint`); a resume whose config differs
     in a key that changes what the run computes, or whose data (`data_info`, once loaded)
     is not the data it trained on, or whose data shards differ, or a finished
     run asked to evaluate otherwise with nothing to train; any start that would overwrite a
     run (see `check_fresh_start`). A run that never wrote last.pt restarts from scratch, its
     attempt moved to a sibling folder.
     """
-    refuse_links(run_dir)
-    refuse_foreign_folder(run_dir)
-    check_record(run_dir)
+    check_run_folder(run_dir)
     if not holding_lock:
         refuse_if_locked(run_dir)
     current = OmegaConf.to_container(cfg, resolve=True)
@@ -255,6 +187,10 @@ def plan_run(
     last = run_dir / "checkpoints" / "last.pt"
     if trainer.resume and (last.exists() or last.is_symlink()):
         checkpoint = load_last_checkpoint(last)
+        refuse_foreign_checkpoint(last, checkpoint, run_dir)  # before its config is compared
+        best = run_dir / "checkpoints" / "best.pt"
+        if best.is_file():  # the final test may evaluate it
+            refuse_foreign_checkpoint(best, load_best_checkpoint(best), run_dir)
         changes = resume_changes(checkpoint["config"], current, run_dir)
         if data_info is not None:
             refuse_data_change(run_dir, data_info)
@@ -364,11 +300,12 @@ class RunFolder:
         previous = self.path / "metrics.json"
         if plan.checkpoint is not None and previous.exists():
             self.record = read_record(previous)
+        if not self.record.run_id:  # drawn now: a failure from here on is this run's record
+            self.record.run_id = uuid.uuid4().hex
         return plan
 
-    def begin(self, cfg: DictConfig, data: DatasetBundle, plan: RunPlan, step: int) -> Writer:
-        """Record what the run is (and the config changes a resume accepted), write config.yaml
-        and Hydra's .hydra/, and open TensorBoard (rank 0)."""
+    def describe(self, cfg: DictConfig, data: DatasetBundle, plan: RunPlan, step: int) -> None:
+        """Record what the run is (and the config changes a resume accepted)."""
         record = self.record
         record.describe(cfg, {**data.info, "split_sizes": data.split_sizes()}, code_version())
         if plan.changes:
@@ -377,6 +314,10 @@ class RunFolder:
         started = "resumed" if plan.checkpoint is not None else "started"
         changed = f"; changed: {plan.changes}" if plan.changes else ""
         self.log.info("%s at step %d in %s%s", started, step, self.path, changed)
+
+    def begin(self, cfg: DictConfig) -> Writer:
+        """Write config.yaml and Hydra's .hydra/ (after metrics.json, which makes the folder
+        the run's), and open TensorBoard (rank 0)."""
         if not self.context.is_main:
             return NullWriter()
         for name, node in self.hydra_files.items():  # atomic: never through a link
@@ -396,9 +337,10 @@ class RunFolder:
         last = self.checkpoints / "last.pt"
         if last.is_file():
             return (
-                f"the last good checkpoint is {last}; lower optim.optimizer.lr or set "
-                "trainer.grad_clip, in a new folder (hydra.run.dir=...) or with "
-                "trainer.move_aside=true"
+                f"the last good checkpoint is {last}; to start again with a lower "
+                "optim.optimizer.lr or with trainer.grad_clip, write into a new folder "
+                "(hydra.run.dir=...) or pass trainer.resume=false trainer.move_aside=true (this "
+                "run is moved to a sibling folder)"
             )
         return (
             "no checkpoint was written; lower optim.optimizer.lr or set trainer.grad_clip "
@@ -416,7 +358,9 @@ class RunFolder:
             print(f"vgp-train: {message}", file=sys.stderr)
 
     def save_checkpoint(self, checkpoint: dict[str, Any], name: str) -> None:
+        """Save `checkpoint` with the identity of the run that writes it (rank 0)."""
         if self.context.is_main:
+            checkpoint[IDENTITY_KEY] = checkpoint_identity(self.record)
             save_checkpoint(checkpoint, self.checkpoints / name)
 
     def write_record(self) -> None:

@@ -18,6 +18,7 @@ from vgp_bench.errors import ConfigError
 from vgp_bench.locations import CONFIG_DIR
 from vgp_bench.run.config_rules import whole_number
 from vgp_bench.run.config_schema import EVAL_KEYS, FIT_KEYS, TRAIN_KEYS, Key
+from vgp_bench.run.option_schema import OPTION_KEYS
 
 
 def check_settings(cfg: DictConfig, keys: Iterable[Key]) -> None:
@@ -136,10 +137,18 @@ def is_target_argument(cfg: DictConfig | None, key: str) -> bool:
     return name in parameters
 
 
-def check_added_keys(overrides: Sequence[str], cfg: DictConfig | None = None) -> None:
-    """Refuse `+key=value` for a key no config defines (a typo Hydra would accept), unless it
-    is an argument of the `_target_` its node builds (see `is_target_argument`)."""
-    known = set(declared_kinds()) | {key.name for key in TRAIN_KEYS}
+def check_added_keys(
+    overrides: Sequence[str],
+    cfg: DictConfig | None = None,
+    known: Iterable[str] | None = None,
+    command: str = "vgp-train",
+) -> None:
+    """Refuse `+key=value` for a key no config of `command` defines (a typo Hydra would
+    accept), unless it is an argument of the `_target_` its node builds (see
+    `is_target_argument`). `known`: the command's keys (vgp-train's by default)."""
+    if known is None:
+        known = set(declared_kinds()) | {key.name for key in TRAIN_KEYS}
+    known = set(known)
     for override in overrides:
         key, adds = override_key(override)
         if not adds or key in GROUPS or key == "experiment" or key.startswith("hydra"):
@@ -150,16 +159,17 @@ def check_added_keys(overrides: Sequence[str], cfg: DictConfig | None = None) ->
             close = difflib.get_close_matches(key, sorted(known), n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise ConfigError(
-                f"+{key}: no such setting{hint}; the runner takes only the keys its configs "
-                "define (vgp-train --cfg job lists them)"
+                f"+{key}: no such setting{hint}; {command} takes only the keys its configs "
+                f"define ({command} --cfg job lists them)"
             )
 
 
 def check_train_settings(cfg: DictConfig) -> None:
-    """Every declared key of a vgp-train config (config_schema.TRAIN_KEYS), and the types of
-    the others."""
+    """Every declared key of a vgp-train config (config_schema.TRAIN_KEYS), the types of the
+    others, then the rules of the options of what it builds (option_schema.OPTION_KEYS)."""
     check_settings(cfg, TRAIN_KEYS)
     check_declared_types(cfg)
+    check_settings(cfg, OPTION_KEYS)
 
 
 # Why trainer.compile=true is refused on CPU (scripts/bench.py measures it again: `make bench`'s
@@ -193,6 +203,13 @@ def check_eval_settings(cfg: DictConfig) -> None:
 
 
 EVAL_COMMAND_KEYS = frozenset({"threads", *(key.name for key in EVAL_KEYS)})
+
+
+def eval_command_keys() -> frozenset[str]:
+    """Every key vgp-eval takes: configs/evaluate.yaml's own and its `eval` group's."""
+    own = OmegaConf.load(Path(CONFIG_DIR) / "evaluate.yaml")
+    names = {str(key) for key in own if key not in ("defaults", "hydra")}
+    return frozenset(names | {key.name for key in EVAL_KEYS})
 
 
 def check_fit_settings(cfg: DictConfig) -> None:

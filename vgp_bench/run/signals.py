@@ -87,3 +87,9 @@ def run_command(command: str, entry: Callable[[], None]) -> None:
         sys.exit(130)
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the process is ending
+
+
+def exit_status(signal_name: str) -> int:
+    """A command's exit status after the stop signal `signal_name`: 128 + its number (130
+    for SIGINT, 143 for SIGTERM), as shells and schedulers expect."""
+    return 128 + int(signal.Signals[signal_name])

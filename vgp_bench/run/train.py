@@ -25,9 +25,7 @@ from vgp_bench.run.metrics import RunRecord
 from vgp_bench.run.run_folder import agreed_plan
 from vgp_bench.run.runtime import apply_threads
 from vgp_bench.run.settings import check_compile_device, check_train_settings
-from vgp_bench.run.signals import (
-    run_command,
-)
+from vgp_bench.run.signals import exit_status, run_command
 from vgp_bench.run.trainer import Trainer
 
 
@@ -81,12 +79,27 @@ def _hydra_main(cfg: DictConfig) -> None:
         sys.exit(1)
     record = RunRecord(metrics)
     if record.status == "interrupted":
-        sys.exit(130)
-    if record.test is not None and int(os.environ.get("RANK", "0")) == 0:  # once under torchrun
+        sys.exit(exit_status(record.stop_signal or "SIGINT"))
+    if int(os.environ.get("RANK", "0")) != 0:  # once under torchrun
+        return
+    if record.test is not None:
         dataset = record.dataset
         name = None if dataset is None else dataset.name
         print(f"\n{record.model} + {record.inference} on {name} ({run_dir})")
         print(format_summary(record.test.data))
+    print(f"vgp-train: {outcome(record)}", file=sys.stderr)
+
+
+def outcome(record: RunRecord) -> str:
+    """What the run's recorded status means, in a line for the console (train.log and
+    metrics.json hold the same)."""
+    line = f"{record.status} after {record.steps} steps ({record.stop_reason or 'no stop reason'})"
+    if record.diverged:
+        return (
+            f"{line}, marked diverged in metrics.json: {record.diverged_reason}; vgp-report "
+            "lists it apart from the tables (--include-diverged puts it in)"
+        )
+    return f"{line}; recorded in metrics.json"
 
 
 def main() -> None:

@@ -111,7 +111,8 @@ class Trainer:
                 error_text = log_failure(self.log, error, isinstance(error, USER_ERRORS))
                 if self.context.is_main:
                     try:
-                        self.write_metrics("failed", error_text)
+                        self.folder.record.record_failure(error_text)
+                        self.folder.write_record()
                     except OSError as failed:  # a full disk: the error itself is the news
                         self.log.error("could not record the failure: %s", failed)
                     error.add_note(f"traceback in {self.folder.path / 'train.log'}")
@@ -283,8 +284,9 @@ class Trainer:
         elif (source := load_initial_model(self.parts, self.cfg)) is not None:
             self.log.info("model p(x, z) starts from %s", source)
         self.prepare_objective()
-        self.writer = self.folder.begin(self.cfg, self.parts.data, plan, self.state.step)
-        self.write_metrics("running")
+        self.folder.describe(self.cfg, self.parts.data, plan, self.state.step)
+        self.write_metrics("running")  # first: from here on the folder is the run's
+        self.writer = self.folder.begin(self.cfg)
         self.steps_at_start = self.state.step
 
     def finish(self) -> dict[str, Any]:
@@ -298,6 +300,7 @@ class Trainer:
     def stop(self) -> dict[str, Any]:
         """Checkpoint after a stop signal, and say how to resume; the metrics."""
         self.save()
+        self.folder.record.stop_signal = self.stop_request.name
         self.write_metrics("interrupted")
         self.folder.report_stop(self.stop_request.name)
         return self.folder.record.to_json()
