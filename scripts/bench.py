@@ -432,6 +432,7 @@ EXTRA_BENCHMARKS: list[tuple[str, str]] = [
     ("overhead", "vgp_bench.benchmarks.overhead:bench_overhead"),
     ("families", "vgp_bench.benchmarks.families:bench_families"),
     ("evaluation_time", "vgp_bench.benchmarks.evaluation_time:bench_evaluation_time"),
+    ("gp_algebra", "vgp_bench.benchmarks.gp_algebra:bench_gp_algebra"),
 ]
 
 

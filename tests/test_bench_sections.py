@@ -1,9 +1,9 @@
-"""The bench's overhead and evaluation-time sections run and say what they measured (their
-speed is the bench's business, not a test's)."""
+"""The bench's overhead, evaluation-time and GP-algebra sections run and say what they measured
+(their speed is the bench's business, not a test's)."""
 
 from __future__ import annotations
 
-from vgp_bench.benchmarks import evaluation_time, overhead
+from vgp_bench.benchmarks import evaluation_time, gp_algebra, overhead
 
 
 def test_alternate_takes_the_median_of_alternating_blocks() -> None:
@@ -35,3 +35,10 @@ def test_the_bench_script_runs_as_a_command() -> None:
         [sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0 and "--render" in result.stdout
+
+
+def test_the_gp_algebra_section_times_the_fused_and_the_autograd_conditional() -> None:
+    result = gp_algebra.bench_gp_algebra(quick=True, sizes=(60, 5, 3), queries_counted=(4,))
+    row = result["rows"]["4 queries"]
+    assert row["fused_ms"] > 0 and row["autograd_ms"] > 0
+    assert [target["required"] for target in result["targets"]] == [gp_algebra.SPEEDUP_TARGET]
