@@ -6,9 +6,21 @@ import pytest
 import torch
 
 from tests.helpers import varied_seed
-from vgp_bench.gp import ARDKernel, DenseOutputs, cholesky_with_jitter, conditional_mean_variance
+from vgp_bench.gp import (
+    ARDKernel,
+    DenseOutputs,
+    LowRankOutputs,
+    cholesky_with_jitter,
+    conditional_mean_variance,
+)
 from vgp_bench.gp.cholesky import with_jitter
-from vgp_bench.gp.fused import KernelMatrix, KernelSolve, factor_kernel_matrix, kernel_matrix
+from vgp_bench.gp.fused import (
+    KernelMatrix,
+    KernelSolve,
+    KernelSolveMean,
+    factor_kernel_matrix,
+    kernel_matrix,
+)
 
 DTYPE = torch.float64
 
@@ -66,9 +78,31 @@ def test_kernel_solve_backward_passes_gradcheck(batch):
     assert torch.autograd.gradcheck(solved, (matrix, cross))
 
 
-def conditional_gradients(m: int, n: int, fused: bool, seed: int) -> list[torch.Tensor]:
+@pytest.mark.parametrize("queries, outputs", [(3, 2), (2, 3)])  # both ways to form K^{-1} g_w
+def test_kernel_solve_with_the_mean_passes_gradcheck(queries, outputs):
+    matrix, factor, cross = make_problem(7, queries, (), seed=7)
+    generator = torch.Generator().manual_seed(varied_seed(8))
+    table = torch.randn(7, outputs, generator=generator, dtype=DTYPE, requires_grad=True)
+    matrix.requires_grad_()
+    cross.requires_grad_()
+    jitter = (factor @ factor.mT - matrix).diagonal().mean().detach()
+
+    def solved(matrix, cross, table):
+        symmetric = (matrix + matrix.mT) / 2
+        jittered = symmetric + jitter * torch.eye(7, dtype=DTYPE)
+        return KernelSolveMean.apply(
+            symmetric, torch.linalg.cholesky(jittered.detach()), cross, table
+        )
+
+    assert torch.autograd.gradcheck(solved, (matrix, cross, table))
+
+
+def conditional_gradients(
+    m: int, n: int, fused: bool, seed: int, low_rank: bool = False
+) -> list[torch.Tensor]:
     """Gradients of a random linear function of Eq. 4's mean and variance with respect to S,
-    T and the kernel's parameters, through `factor_kernel_matrix` or autograd."""
+    T and the kernel's parameters, through `factor_kernel_matrix` or autograd; T global
+    (`KernelSolveMean`) or of rank 2 (`KernelSolve`)."""
     generator = torch.Generator().manual_seed(varied_seed(seed))
     kernel = make_kernel(4, generator)
     with torch.no_grad():
@@ -83,25 +117,22 @@ def conditional_gradients(m: int, n: int, fused: bool, seed: int) -> list[torch.
         assert not cholesky.factor.requires_grad
     else:
         cholesky = cholesky_with_jitter(kernel(inputs, inputs), kernel.variance)
+    low_rank_table = LowRankOutputs(outputs[0], outputs[:, :2], outputs[:2])
+    table = low_rank_table if low_rank else DenseOutputs(outputs)
     mean, variance = conditional_mean_variance(
-        kernel,
-        inputs,
-        cholesky.factor,
-        DenseOutputs(outputs),
-        query,
-        cholesky.jitter,
-        matrix=cholesky.matrix,
+        kernel, inputs, cholesky.factor, table, query, cholesky.jitter, matrix=cholesky.matrix
     )
     ((mean * mean_weight).sum() + (variance * variance_weight).sum()).backward()
     parameters = [inputs, outputs, query, kernel.raw_variance, kernel.raw_inverse_lengthscales]
     return [parameter.grad for parameter in parameters]
 
 
+@pytest.mark.parametrize("low_rank", [False, True])
 @pytest.mark.parametrize("n", [20, 100])
-def test_fused_conditional_agrees_with_autograd_at_m_500(n):
+def test_fused_conditional_agrees_with_autograd_at_m_500(n, low_rank):
     names = ["inputs", "outputs", "query", "raw_variance", "raw_inverse_lengthscales"]
-    expected = conditional_gradients(500, n, fused=False, seed=3)
-    actual = conditional_gradients(500, n, fused=True, seed=3)
+    expected = conditional_gradients(500, n, fused=False, seed=3, low_rank=low_rank)
+    actual = conditional_gradients(500, n, fused=True, seed=3, low_rank=low_rank)
     # sigma^2's gradient is a difference of terms ~1000x larger (the mean w^T T does not depend
     # on sigma^2): its rounding is relatively that much larger, in either computation
     tolerances = {"raw_variance": 1e-5}

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 from torch.linalg import solve_triangular
 
-from vgp_bench.gp.fused import solve_weights, solves_need_gradient
+from vgp_bench.gp.fused import global_dense_conditional, solve_weights, solves_need_gradient
 from vgp_bench.gp.kernels import ARDKernel
 
 
@@ -210,6 +210,16 @@ def conditional_mean_variance(
     K_ss of a factor made without gradients (`conditional_weights`)."""
     if isinstance(outputs, DenseOutputs) and uses_inverse_route(inputs, outputs, query):
         return conditional_by_inverse(kernel, inputs, factor, outputs, query, min_variance, route)
+    if (
+        matrix is not None
+        and torch.is_grad_enabled()
+        and isinstance(outputs, DenseOutputs)
+        and inputs.dim() == outputs.outputs.dim() == 2  # global S and global T
+        and min_variance.dim() == 0
+    ):
+        return global_dense_conditional(
+            kernel, inputs, matrix, factor, outputs.outputs, query, min_variance
+        )
     weights, variance = conditional_weights(kernel, inputs, factor, query, min_variance, matrix)
     return outputs.mean(weights), variance
 

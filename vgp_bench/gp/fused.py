@@ -87,6 +87,42 @@ class KernelSolve(Function):
         return grad_matrix, None, grad_cross
 
 
+class KernelSolveMean(Function):
+    """The mean w^T T `[n, d]` and q `[n]` for global inputs and global outputs T `[M, d]`.
+
+    `KernelSolve` with the outputs inside: the backward's K^{-1} g_w = K^{-1} T g_mean^T is
+    formed as (K^{-1} T) g_mean^T when there are more queries than outputs (n > d: solves with
+    d columns instead of n); otherwise as `KernelSolve` forms it.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any, matrix: Tensor, factor: Tensor, cross: Tensor, outputs: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        projection = solve_triangular(factor, cross, upper=False)  # a: [M, n]
+        weights = solve_triangular(factor.transpose(-1, -2), projection, upper=True)  # w
+        ctx.save_for_backward(factor, weights, outputs)
+        return weights.transpose(-1, -2) @ outputs, projection.pow(2).sum(-2)
+
+    @staticmethod
+    def backward(ctx: Any, grad_mean: Tensor, grad_quad: Tensor) -> tuple[Tensor | None, ...]:
+        factor, weights, outputs = ctx.saved_tensors
+        upper = factor.transpose(-1, -2)
+        if weights.shape[-1] > outputs.shape[-1]:  # K^{-1} T, then times g_mean^T
+            solved = solve_triangular(factor, outputs, upper=False)
+            solved = solve_triangular(upper, solved, upper=True) @ grad_mean.transpose(-1, -2)
+        else:  # K^{-1} (T g_mean^T)
+            solved = solve_triangular(factor, outputs @ grad_mean.transpose(-1, -2), upper=False)
+            solved = solve_triangular(upper, solved, upper=True)
+        quad_part = weights * grad_quad.unsqueeze(-2)  # w diag(g_q)
+        left = solved + quad_part
+        needs = ctx.needs_input_grad
+        grad_matrix = (-left) @ weights.transpose(-1, -2) if needs[0] else None
+        grad_cross = left + quad_part if needs[2] else None
+        grad_outputs = weights @ grad_mean if needs[3] else None
+        return grad_matrix, None, grad_cross, grad_outputs
+
+
 def kernel_matrix(kernel: ARDKernel, inputs: Tensor) -> Tensor:
     """k(S, S) `[*I, M, M]` for S `[*I, M, c]`, the same numbers as `kernel(inputs, inputs)`,
     with the hand-derived backward of `KernelMatrix`."""
@@ -115,6 +151,25 @@ def solve_weights(matrix: Tensor, factor: Tensor, cross: Tensor) -> tuple[Tensor
     """(K^{-1} k_sx, ||L^{-1} k_sx||^2) for the factor L of `matrix` + jitter I, gradients to
     `matrix` and `cross` by `KernelSolve`'s backward."""
     return KernelSolve.apply(matrix, factor.detach(), cross)
+
+
+def global_dense_conditional(
+    kernel: ARDKernel,
+    inputs: Tensor,
+    matrix: Tensor,
+    factor: Tensor,
+    outputs: Tensor,
+    query: Tensor,
+    min_variance: Tensor,
+) -> tuple[Tensor, Tensor]:
+    """Mean `[*lead, d]` and variance `[*lead]` of Eq. 4 for global inputs S `[M, c]` and
+    global outputs T `[M, d]` by `KernelSolveMean`: `conditional_mean_variance`'s numbers."""
+    lead = query.shape[:-1]
+    columns = query.reshape(-1, query.shape[-1])  # [n, c]
+    cross = kernel(inputs, columns)  # [M, n]
+    mean, quad = KernelSolveMean.apply(matrix, factor.detach(), cross, outputs)
+    variance = (kernel.diagonal(columns) - quad).maximum(min_variance)
+    return mean.reshape(*lead, outputs.shape[-1]), variance.reshape(lead)
 
 
 def solves_need_gradient(matrix: Tensor | None, cross: Tensor) -> bool:
