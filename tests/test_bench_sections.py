@@ -52,9 +52,10 @@ def test_the_vgp_step_section_interleaves_its_rows_and_gives_ratios_to_the_vae()
     }
     rows["vgp"].append("trainer.batch_size=4")
     data = ["dataset=synthetic", "dataset.n_train=40", "dataset.n_test=8"]
-    result = vgp_step.interleaved(rows, rounds=2, block=1, data=data)
+    beside = {"algebra": gp_algebra.conditional_step(4, fused=True, sizes=(30, 3, 2))}
+    result = vgp_step.interleaved(rows, rounds=2, block=1, data=data, beside=beside)
     assert result["vae"]["ratio_to_vae"] == 1.0 and result["vgp"]["step_ms"] > 0
-    assert result["vgp"]["overrides"] == rows["vgp"]
+    assert result["vgp"]["overrides"] == rows["vgp"] and result["algebra"]["step_ms"] > 0
 
 
 def test_the_study_rows_compose_the_vae_protocol_with_the_vgp_head() -> None:
