@@ -148,7 +148,7 @@ def gp_components(trainer: Trainer, device: torch.device, repeats: int) -> dict[
     """The VGP's floor pieces: Cholesky + two solves (forward and backward) at the
     batch's query count, and for dense T(h) the T layer's matmuls, per step."""
     head = trainer.parts.heads["z"]
-    if not hasattr(head, "data_size"):
+    if not hasattr(head, "data_size") or not head.parts.warp.uses_gp:  # no GP: warp=linear
         return {}
     batch = int(trainer.trainer_cfg.batch_size) * int(trainer.trainer_cfg.n_samples)
     calls_per_step = int(getattr(trainer.parts.model, "steps", 1))
