@@ -1,9 +1,9 @@
-"""The bench's overhead and evaluation-time sections run and say what they measured (their
-speed is the bench's business, not a test's)."""
+"""The bench's overhead, evaluation-time, GP-algebra and VGP-step sections run and say what they
+measured (their speed is the bench's business, not a test's)."""
 
 from __future__ import annotations
 
-from vgp_bench.benchmarks import evaluation_time, overhead
+from vgp_bench.benchmarks import evaluation_time, gp_algebra, overhead, vgp_step
 
 
 def test_alternate_takes_the_median_of_alternating_blocks() -> None:
@@ -35,3 +35,41 @@ def test_the_bench_script_runs_as_a_command() -> None:
         [sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0 and "--render" in result.stdout
+
+
+def test_the_gp_algebra_section_times_the_fused_and_the_autograd_conditional() -> None:
+    result = gp_algebra.bench_gp_algebra(quick=True, sizes=(60, 5, 3), queries_counted=(4,))
+    row = result["rows"]["4 queries"]
+    assert row["fused_ms"] > 0 and row["autograd_ms"] > 0
+    assert [target["required"] for target in result["targets"]] == [gp_algebra.SPEEDUP_TARGET]
+
+
+def test_the_vgp_step_section_interleaves_its_rows_and_gives_ratios_to_the_vae() -> None:
+    small = ["model=dlgm1", "model.latent_dims=[4]", "model.hidden_dims=[[16]]"]
+    rows = {
+        "vae": [*small, "inference=vae", "trainer.batch_size=4"],
+        "vgp": [*small, "inference=vgp", "inference.variational_data_size=8"],
+    }
+    rows["vgp"].append("trainer.batch_size=4")
+    data = ["dataset=synthetic", "dataset.n_train=40", "dataset.n_test=8"]
+    beside = {"algebra": gp_algebra.conditional_step(4, fused=True, sizes=(30, 3, 2))}
+    result = vgp_step.interleaved(rows, rounds=2, block=1, data=data, beside=beside)
+    assert result["vae"]["ratio_to_vae"] == 1.0 and result["vgp"]["step_ms"] > 0
+    assert result["vgp"]["overrides"] == rows["vgp"] and result["algebra"]["step_ms"] > 0
+
+
+def test_the_study_rows_compose_the_vae_protocol_with_the_vgp_head() -> None:
+    from vgp_bench.run.runtime import compose_config
+
+    rows = vgp_step.GROUPS["burda_dlgm1 (study protocol, batch 20)"]
+    configs = {name: compose_config(overrides) for name, overrides in rows.items()}
+    assert {name: cfg.inference.name for name, cfg in configs.items()} == {
+        "vae": "vae",
+        "vgp": "vgp",
+        "vgp control": "vgp",
+    }
+    assert configs["vgp"].inference.warp == "gp"
+    assert configs["vgp control"].inference.warp == "linear"
+    for cfg in configs.values():  # the protocol: batch 20, dynamic binarization
+        assert cfg.trainer.batch_size == 20 and cfg.experiment_name == "burda_dlgm1_vae"
+        assert cfg.dataset.binarization == "dynamic"

@@ -18,6 +18,9 @@ class JitteredCholesky:
     factor: Tensor  # [..., M, M] lower triangular; NaN where even the largest jitter failed
     jitter: Tensor  # [...] the absolute jitter added to the diagonal
     retries: Tensor  # [...] how many times the jitter grew (int64)
+    # K itself, without the jitter, where the factor was made without gradients: the
+    # conditional's own backward (gp/fused.py) sends the gradient to it
+    matrix: Tensor | None = None
 
 
 def jitter_levels(initial: float, growth: float, maximum: float) -> list[float]:
@@ -60,14 +63,13 @@ def cholesky_with_jitter(
         scale_tensor = torch.full((), float(scale), **options)
     level_values = initial_jitter * growth ** torch.arange(len(levels), **options)
     batch_shape = matrix.shape[:-2]
-    identity = torch.eye(matrix.shape[-1], **options)
     if sync_free:
-        chosen = _first_successful_level(matrix.detach(), level_values * scale_tensor, identity)
+        chosen = _first_successful_level(matrix.detach(), level_values * scale_tensor)
     else:
         chosen = torch.zeros(batch_shape, dtype=torch.long, device=matrix.device)
     while True:
         jitter = level_values[chosen] * scale_tensor  # [...]
-        factor, info = torch.linalg.cholesky_ex(matrix + jitter[..., None, None] * identity)
+        factor, info = torch.linalg.cholesky_ex(with_jitter(matrix, jitter))
         failed = info != 0  # [...]
         if sync_free:
             factor = torch.where(failed[..., None, None], torch.nan, factor)
@@ -83,7 +85,15 @@ def cholesky_with_jitter(
     return JitteredCholesky(factor=factor, jitter=jitter, retries=chosen)
 
 
-def _first_successful_level(matrix: Tensor, jitters: Tensor, identity: Tensor) -> Tensor:
+def with_jitter(matrix: Tensor, jitter: Tensor) -> Tensor:
+    """`matrix` `[..., M, M]` + jitter `[...]` x I: a copy with the jitter added to its diagonal
+    only (the numbers of adding jitter x I, without forming I or a second m x m pass)."""
+    shifted = matrix.clone()
+    shifted.diagonal(dim1=-2, dim2=-1).add_(jitter.unsqueeze(-1))
+    return shifted
+
+
+def _first_successful_level(matrix: Tensor, jitters: Tensor) -> Tensor:
     """Index of the smallest jitter whose Cholesky succeeds, per matrix, without a host sync.
 
     The largest jitter is not tried: it is the answer whenever no smaller one succeeds.
@@ -92,6 +102,6 @@ def _first_successful_level(matrix: Tensor, jitters: Tensor, identity: Tensor) -
     chosen = torch.full(matrix.shape[:-2], last, dtype=torch.long, device=matrix.device)
     with torch.no_grad():
         for level in range(last - 1, -1, -1):  # downwards, so the smallest success wins
-            info = torch.linalg.cholesky_ex(matrix + jitters[level] * identity).info
+            info = torch.linalg.cholesky_ex(with_jitter(matrix, jitters[level])).info
             chosen = torch.where(info == 0, level, chosen)
     return chosen

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 from torch.linalg import solve_triangular
 
+from vgp_bench.gp.fused import global_dense_conditional, solve_weights, solves_need_gradient
 from vgp_bench.gp.kernels import ARDKernel
 
 
@@ -47,20 +48,32 @@ def batched_contract(weights: Tensor, matrix: Tensor) -> Tensor:
 
 
 def conditional_weights(
-    kernel: ARDKernel, inputs: Tensor, factor: Tensor, query: Tensor, min_variance: Tensor
+    kernel: ARDKernel,
+    inputs: Tensor,
+    factor: Tensor,
+    query: Tensor,
+    min_variance: Tensor,
+    matrix: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """w = K_ss^{-1} k_sx `[*lead, M]` and the variance `[*lead]` of Eq. 4 at each query.
 
     `inputs` `[*I, M, c]`, `factor` `[*I, M, M]` (lower Cholesky of K_ss + jitter I), `query`
     `[*lead, c]`; the variance is clamped below at `min_variance` (`[*I]` or a scalar).
+    `matrix`: the K_ss of a factor made without gradients; a gradient then reaches it through
+    the hand-derived backward of gp/fused.py (the same forward numbers).
     """
     lead, batch = query.shape[:-1], inputs.shape[:-2]
     count = _split_lead(lead, batch, "inputs")
     columns = query.reshape(count, *batch, query.shape[-1]).movedim(0, -2)  # [*I, n, c]
     cross = kernel(inputs, columns)  # [*I, M, n]
-    projection = solve_triangular(factor, cross, upper=False)  # a: [*I, M, n]
-    weights = solve_triangular(factor.transpose(-1, -2), projection, upper=True)  # w
-    variance = kernel.diagonal(columns) - projection.pow(2).sum(-2)  # [*I, n]
+    if solves_need_gradient(matrix, cross):
+        assert matrix is not None
+        weights, quad = solve_weights(matrix, factor, cross)  # w, ||a||^2
+    else:
+        projection = solve_triangular(factor, cross, upper=False)  # a: [*I, M, n]
+        weights = solve_triangular(factor.transpose(-1, -2), projection, upper=True)  # w
+        quad = projection.pow(2).sum(-2)
+    variance = kernel.diagonal(columns) - quad  # [*I, n]
     floor = min_variance.unsqueeze(-1) if min_variance.dim() else min_variance
     variance = variance.maximum(floor)
     weights = weights.movedim(-1, 0).reshape(*lead, inputs.shape[-2])  # [*lead, M]
@@ -190,12 +203,24 @@ def conditional_mean_variance(
     query: Tensor,
     min_variance: Tensor,
     route: InverseRoute | None = None,
+    matrix: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Mean `[*lead, d]` and variance `[*lead]` of f(xi) given the variational data (Eq. 4);
-    `route`: L^{-1} and L^{-1} T kept from an earlier call, for the inverse route."""
+    `route`: L^{-1} and L^{-1} T kept from an earlier call, for the inverse route; `matrix`:
+    K_ss of a factor made without gradients (`conditional_weights`)."""
     if isinstance(outputs, DenseOutputs) and uses_inverse_route(inputs, outputs, query):
         return conditional_by_inverse(kernel, inputs, factor, outputs, query, min_variance, route)
-    weights, variance = conditional_weights(kernel, inputs, factor, query, min_variance)
+    if (
+        matrix is not None
+        and torch.is_grad_enabled()
+        and isinstance(outputs, DenseOutputs)
+        and inputs.dim() == outputs.outputs.dim() == 2  # global S and global T
+        and min_variance.dim() == 0
+    ):
+        return global_dense_conditional(
+            kernel, inputs, matrix, factor, outputs.outputs, query, min_variance
+        )
+    weights, variance = conditional_weights(kernel, inputs, factor, query, min_variance, matrix)
     return outputs.mean(weights), variance
 
 

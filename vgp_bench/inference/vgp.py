@@ -36,8 +36,9 @@ from torch import Tensor, nn
 
 from vgp_bench.distributions import check_scale_link, positive_scale
 from vgp_bench.errors import ConfigError
-from vgp_bench.gp.cholesky import JitteredCholesky, cholesky_with_jitter
+from vgp_bench.gp.cholesky import JitteredCholesky
 from vgp_bench.gp.conditional import conditional_mean_variance
+from vgp_bench.gp.fused import factor_kernel_matrix
 from vgp_bench.gp.kernels import ARDKernel
 from vgp_bench.inference.auxiliary import AUX_CORRECTIONS, AuxiliaryModel
 from vgp_bench.inference.base import (
@@ -332,13 +333,9 @@ class VGPHead(VariationalHead):
         return data
 
     def factorize(self, inputs: Tensor) -> JitteredCholesky:
-        """Cholesky of K_ss + jitter I for inputs `[M, c]` or `[*batch, M, c]`."""
-        return cholesky_with_jitter(
-            self.kernel(inputs, inputs),  # K_ss [M, M] or [*batch, M, M]
-            self.kernel.variance,
-            initial_jitter=self.jitter,
-            max_jitter=self.max_jitter,
-        )
+        """Cholesky of K_ss + jitter I for inputs `[M, c]` or `[*batch, M, c]`, made without
+        gradients: they reach K_ss by the conditional's own backward (gp/fused.py)."""
+        return factor_kernel_matrix(self.kernel, inputs, self.jitter, self.max_jitter)
 
     def gp_moments(self, data: VariationalData, xi: Tensor) -> tuple[Tensor, Tensor]:
         """Mean `[*lead, d_f]` and variance `[*lead]` of the GP g(xi) | (S, T) (Eq. 4)."""
@@ -350,6 +347,7 @@ class VGPHead(VariationalHead):
             xi,
             data.cholesky.jitter,
             data.route_for(xi),
+            data.cholesky.matrix,
         )
 
     def f_mean_variance(self, data: VariationalData, xi: Tensor) -> tuple[Tensor, Tensor]:

@@ -46,7 +46,7 @@ class GlobalInputs(VariationalInputs):
     K_ss is then the same at every call: its factor is made once and reused (DRAW calls the
     head once per step). The cache is keyed on the versions of S and of the kernel's parameters
     (an optimizer step or a loaded state renews it) and on the grad mode, and a backward pass
-    through the factor clears it (its graph is then spent).
+    through K_ss clears it (its graph is then spent).
     """
 
     def __init__(self, features: int, data_size: int, input_dim: int, init_spread: float) -> None:
@@ -71,8 +71,9 @@ class GlobalInputs(VariationalInputs):
         if self._cholesky_cache is not None and self._cholesky_cache[0] == key:
             return self._cholesky_cache[1]
         cholesky = factorize(self.inputs)
-        if cholesky.factor.requires_grad:
-            cholesky.factor.register_hook(self._forget_cholesky)
+        graph = cholesky.factor if cholesky.matrix is None else cholesky.matrix
+        if graph.requires_grad:  # the backward through K_ss (or the factor) spends the graph
+            graph.register_hook(self._forget_cholesky)
         self._cholesky_cache = (key, cholesky)
         return cholesky
 
