@@ -61,7 +61,7 @@ CONFIGS: dict[str, list[str]] = {
     # the calibrated-protocol study's rows at batch 20 (real MNIST only; vgp_step.py has them)
     "burda vae": vgp_step.BURDA_VAE,
     "burda vgp": vgp_step.BURDA_VGP,
-    "burda vgp control": [*vgp_step.BURDA_VGP, "inference.warp=linear"],
+    "burda vgp control": vgp_step.BURDA_CONTROL,
 }
 # tiny sizes for a CPU smoke run (scripts/gpu_check.py --cpu-smoke): plumbing, not speed
 TINY_DATA = ["dataset=synthetic", "dataset.n_train=400", "dataset.n_test=100"]

@@ -70,6 +70,10 @@ def test_the_study_rows_compose_the_vae_protocol_with_the_vgp_head() -> None:
     }
     assert configs["vgp"].inference.warp == "gp"
     assert configs["vgp control"].inference.warp == "linear"
+    assert {name: cfg.experiment_name for name, cfg in configs.items()} == {
+        "vae": "burda_dlgm1_vae",
+        "vgp": "burda_dlgm1_vgp",
+        "vgp control": "burda_dlgm1_vgp_control",
+    }  # the study's own experiments
     for cfg in configs.values():  # the protocol: batch 20, dynamic binarization
-        assert cfg.trainer.batch_size == 20 and cfg.experiment_name == "burda_dlgm1_vae"
-        assert cfg.dataset.binarization == "dynamic"
+        assert cfg.trainer.batch_size == 20 and cfg.dataset.binarization == "dynamic"
