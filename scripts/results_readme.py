@@ -23,6 +23,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from vgp_bench.analysis.markdown import markdown_table as table
 from vgp_bench.analysis.paired import data_read, same_test_images
 from vgp_bench.analysis.report.paper import PAPER
 from vgp_bench.analysis.report.runs import (
@@ -32,6 +33,7 @@ from vgp_bench.analysis.report.runs import (
     is_lost_snapshot,
     tests_at_current_step,
 )
+from vgp_bench.analysis.standard_error import mean_and_standard_error as mean_se
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
@@ -79,13 +81,6 @@ def share_cell(share: float | None) -> str:
     return "—" if share is None or not math.isfinite(share) else f"{100 * share:.1f}%"
 
 
-def mean_se(values: Sequence[float], own_se: float | None = None) -> tuple[float, float]:
-    """Mean and standard error over seeds (n - 1); one seed keeps its own standard error."""
-    if len(values) == 1:
-        return values[0], math.nan if own_se is None else own_se
-    return statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
-
-
 def signed(value: float, digits: int = 2) -> str:
     """+1.23 / -1.23 (a minus zero shows as -0.00, as the reports print it)."""
     return f"{value:+.{digits}f}"
@@ -94,16 +89,6 @@ def signed(value: float, digits: int = 2) -> str:
 def plural(count: int, noun: str) -> str:
     """'1 epoch', '2 epochs'."""
     return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
-def row(cells: Sequence[object]) -> str:
-    """One markdown table row."""
-    return "| " + " | ".join(str(cell) for cell in cells) + " |"
-
-
-def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """A markdown table."""
-    return "\n".join([row(header), row(["---"] * len(header)), *(row(r) for r in rows)]) + "\n"
 
 
 def has_run(study: str, run: str) -> bool:
@@ -421,7 +406,7 @@ def local_table() -> str:
             versus = "—"
         else:
             diffs = [g - f for g, f in zip(local_gaps(family), local_gaps("mean_field"))]
-            se = statistics.stdev(diffs) / math.sqrt(len(diffs))
+            se = mean_se(diffs)[1]
             better = sum(d < 0 for d in diffs)
             versus = (
                 f"{signed(s['gap'] - field['gap'])} ± {se:.2f} (better on {better} of {len(diffs)})"

@@ -207,7 +207,7 @@ def markdown_tables(text: str) -> dict[str, list[dict[str, str]]]:
             cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
             if header is None:
                 header = cells
-            elif not set(line) <= set("|-"):
+            elif not set(line) <= set("|- "):  # the rule line
                 assert len(cells) == len(header), line
                 tables[title].append(dict(zip(header, cells)))
     return tables

@@ -6,23 +6,15 @@ import csv
 import io
 from collections.abc import Sequence
 
+from vgp_bench.analysis.markdown import markdown_table
 from vgp_bench.analysis.report.tables import Table
-
-
-def markdown_cell(text: str) -> str:
-    return text.replace("|", "\\|")
 
 
 def render_markdown(tables: Sequence[Table], header: str) -> str:
     lines = ["# vgp-report", "", header, ""]
     for table in tables:
         lines += [f"## {table.title}", ""]
-        lines.append("| " + " | ".join(markdown_cell(h) for h in table.headers) + " |")
-        lines.append("|" + "|".join("---" for _ in table.headers) + "|")
-        lines += [
-            "| " + " | ".join(markdown_cell(c) for c in row.cells) + " |" for row in table.rows
-        ]
-        lines.append("")
+        lines.append(markdown_table(table.headers, [row.cells for row in table.rows]))
         lines += [f"- {note}" for note in table.notes]
         lines.append("")
     return "\n".join(lines)
