@@ -322,10 +322,10 @@ class Trainer:
             raise self.nonfinite.error(step, f"{cause}; {self.folder.divergence_advice()}")
 
     def save_images(self) -> None:
-        """samples.png, reconstructions.png (and the model's own figures), and TensorBoard's."""
+        """samples, reconstructions (and the model's own figures), PNG and PDF; TensorBoard's."""
         parts, path = self.parts, self.folder.path
         generator = make_generator(parts.device, int(self.cfg.seed) + 7)
-        grids = save_run_figures(parts.model, parts.heads, parts.data.test, path, generator)
+        grids, _ = save_run_figures(parts.model, parts.heads, parts.data.test, path, generator)
         for name, grid in grids.items():
             self.writer.add_image(name, grid, self.state.step)
 
