@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
-from torch.utils.tensorboard import SummaryWriter
 
 from vgp_bench.data.base import DatasetBundle
 from vgp_bench.divergence import divergence
@@ -41,6 +40,7 @@ from vgp_bench.run.lock import (
     link_error,
     refuse_if_locked,
 )
+from vgp_bench.run.loggers import RunLogger, build_loggers
 from vgp_bench.run.metrics import RunRecord, read_record, write_record
 from vgp_bench.run.resume_policy import (
     load_last_checkpoint,
@@ -49,13 +49,12 @@ from vgp_bench.run.resume_policy import (
     resume_changes,
 )
 from vgp_bench.run.runtime import code_version
-from vgp_bench.run.writer import NullWriter, Writer
 
 LOG_NAME = "train.log"
 # Files whose presence means the folder holds (part of) a run.
 RUN_MARKERS = ("metrics.json", "config.yaml", "checkpoints")
 # The run's own subfolders: their entries are checked for links too.
-RUN_SUBFOLDERS = ("checkpoints", ".hydra", "tensorboard")
+RUN_SUBFOLDERS = ("checkpoints", ".hydra", "tensorboard", "mlflow")
 
 
 def planted_links(run_dir: Path) -> list[Path]:
@@ -366,9 +365,9 @@ class RunFolder:
             self.record = read_record(previous)
         return plan
 
-    def begin(self, cfg: DictConfig, data: DatasetBundle, plan: RunPlan, step: int) -> Writer:
+    def begin(self, cfg: DictConfig, data: DatasetBundle, plan: RunPlan, step: int) -> RunLogger:
         """Record what the run is (and the config changes a resume accepted), write config.yaml
-        and Hydra's .hydra/, and open TensorBoard (rank 0)."""
+        and Hydra's .hydra/, and open the loggers `cfg.logger` chooses (rank 0)."""
         record = self.record
         record.describe(cfg, {**data.info, "split_sizes": data.split_sizes()}, code_version())
         if plan.changes:
@@ -378,11 +377,13 @@ class RunFolder:
         changed = f"; changed: {plan.changes}" if plan.changes else ""
         self.log.info("%s at step %d in %s%s", started, step, self.path, changed)
         if not self.context.is_main:
-            return NullWriter()
+            return RunLogger()
         for name, node in self.hydra_files.items():  # atomic: never through a link
             atomic_write_text(self.path / ".hydra" / name, OmegaConf.to_yaml(node))
         atomic_write_text(self.path / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
-        return SummaryWriter(str(self.path / "tensorboard"))
+        config = OmegaConf.to_container(cfg, resolve=True)
+        assert isinstance(config, dict)
+        return build_loggers(config.get("logger"), self.path, config, step, self.log)
 
     def finish(self, x_shape: tuple[int, ...]) -> None:
         """Record whether the run diverged (judged on its test result)."""
