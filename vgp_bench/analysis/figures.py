@@ -118,3 +118,23 @@ def image_grid_figure(grid: np.ndarray, title: str, pixel_scale: float = 2.0) ->
     axis.set_axis_off()
     axis.set_title(title, fontsize="small")
     return figure
+
+
+def density_panels_figure(
+    panels: Mapping[str, np.ndarray], extent: tuple[float, float, float, float]
+) -> Figure:
+    """Heat maps side by side (`[G, G]` non-negative values, row 0 at the top), each scaled by
+    its own maximum and drawn over `extent` (left, right, bottom, top); a title's fields,
+    separated by double spaces, go under its first on a second line."""
+    figure = Figure(figsize=(2.9 * len(panels), 3.4), layout="constrained")
+    axes = figure.subplots(1, len(panels), squeeze=False)[0]
+    for axis, (title, values) in zip(axes, panels.items()):
+        peak = float(values.max())
+        scaled = values / peak if peak > 0 else np.zeros_like(values)
+        axis.imshow(scaled, cmap="viridis", vmin=0.0, vmax=1.0, extent=extent, aspect="auto")
+        fields = title.split("  ")
+        lines = [fields[0], ", ".join(fields[1:])] if len(fields) > 1 else fields
+        axis.set_title("\n".join(lines), fontsize="small")
+        axis.set_xlabel("z1")
+    axes[0].set_ylabel("z2")
+    return figure
