@@ -97,6 +97,8 @@ def test_drawn_canvas_steps_are_the_models_canvases_row_by_row(tmp_path: Path) -
     height, width = X_SHAPE[1:]
     assert expected.shape == (8 * (height + 2) + 2, steps * (width + 2) + 2)
     np.testing.assert_array_equal(drawn_image(figures["canvas_steps"]), expected)
-    assert figures["canvas_steps"].axes[0].get_title() == FIGURE_TITLES["canvas_steps"]
+    title = figures["canvas_steps"].axes[0].get_title()
+    assert title.split() == FIGURE_TITLES["canvas_steps"].split()  # all of it, wrapped
+    assert len(title.splitlines()) > 1  # a narrow grid: the title is wrapped to its width
     paths = save_model_figures(model, tmp_path, torch.Generator().manual_seed(3))
     assert [path.name for path in paths] == ["canvas_steps.png", "canvas_steps.pdf"]

@@ -1,18 +1,21 @@
 """Figures with matplotlib: panels of learning curves and image grids, each saved by one call as
 PNG (for the READMEs) and PDF (vector, for papers).
 
-Figures are built on matplotlib's object interface (`Figure`, never pyplot), so nothing here
-touches the global backend: files are rendered by the non-interactive Agg and PDF canvases.
+Figures are built on matplotlib's object interface (`Figure`, never pyplot) on the
+non-interactive Agg canvas, so nothing here touches the global backend or opens a window.
 Imports neither torch nor Hydra (the report uses it).
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from vgp_bench.files import atomic_file
@@ -20,6 +23,7 @@ from vgp_bench.files import atomic_file
 Points = Sequence[tuple[float, float]]
 FORMATS = ("png", "pdf")  # every figure, in both
 PNG_DPI = 150
+TITLE_CHARACTERS_PER_INCH = 14  # a title line of an image grid, in matplotlib's small font
 
 # matplotlib's tab10 and four dash patterns (solid, dashed, dotted, dash-dot)
 COLOURS = (
@@ -46,6 +50,13 @@ def distinct_styles(labels: Sequence[str]) -> dict[str, Style]:
         line_style = LINE_STYLES[(index + index // len(COLOURS)) % len(LINE_STYLES)]
         styles[label] = Style(colour, line_style)
     return styles
+
+
+def new_figure(**options: Any) -> Figure:
+    """A figure on the non-interactive Agg canvas (PDFs are drawn by matplotlib's PDF canvas)."""
+    figure = Figure(**options)
+    FigureCanvasAgg(figure)
+    return figure
 
 
 def save_figure(figure: Figure, path: str | Path) -> list[Path]:
@@ -83,7 +94,7 @@ def curves_figure(
         raise ValueError("curves_figure: no points to draw")
     labels = list(dict.fromkeys(label for series in panels.values() for label in series))
     styles = styles or distinct_styles(labels)
-    figure = Figure(figsize=(10, 0.6 + 3.6 * len(panels)), layout="constrained")
+    figure = new_figure(figsize=(10, 0.6 + 3.6 * len(panels)), layout="constrained")
     axes = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
     for axis, (name, series) in zip(axes, panels.items()):
         low, high = (y_ranges or {}).get(name, (None, None))
@@ -109,14 +120,19 @@ def curves_figure(
 
 def image_grid_figure(grid: np.ndarray, title: str, pixel_scale: float = 2.0) -> Figure:
     """An image grid (`[H, W]` grey or `[H, W, 3]` colour, values in [0, 1]) drawn pixel for
-    pixel (`pixel_scale` figure pixels each in the PNG), with a title and no axes."""
+    pixel (`pixel_scale` figure pixels each in the PNG), with its title wrapped to the
+    figure's width, and no axes."""
     height, width = grid.shape[:2]
     inches = pixel_scale / PNG_DPI
-    figure = Figure(figsize=(max(width * inches, 3.0), height * inches + 0.4), layout="constrained")
+    figure_width = max(width * inches, 3.0)
+    lines = textwrap.wrap(title, max(20, int(figure_width * TITLE_CHARACTERS_PER_INCH)))
+    figure = new_figure(
+        figsize=(figure_width, height * inches + 0.25 + 0.18 * len(lines)), layout="constrained"
+    )
     axis = figure.subplots()
     axis.imshow(grid, cmap="gray", vmin=0.0, vmax=1.0, interpolation="nearest")
     axis.set_axis_off()
-    axis.set_title(title, fontsize="small")
+    axis.set_title("\n".join(lines), fontsize="small")
     return figure
 
 
@@ -126,7 +142,7 @@ def density_panels_figure(
     """Heat maps side by side (`[G, G]` non-negative values, row 0 at the top), each scaled by
     its own maximum and drawn over `extent` (left, right, bottom, top); a title's fields,
     separated by double spaces, go under its first on a second line."""
-    figure = Figure(figsize=(2.9 * len(panels), 3.4), layout="constrained")
+    figure = new_figure(figsize=(2.9 * len(panels), 3.4), layout="constrained")
     axes = figure.subplots(1, len(panels), squeeze=False)[0]
     for axis, (title, values) in zip(axes, panels.items()):
         peak = float(values.max())
