@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 RUN_DIR ?= outputs/default
 
-.PHONY: setup data run test test-all test-variations lint format bench gpu-check tensorboard clean
+.PHONY: setup data run test test-all test-mlflow test-variations lint format bench gpu-check tensorboard clean
 
 setup: $(STAMP)
 
@@ -31,6 +31,12 @@ test: setup
 
 test-all: setup
 	$(BIN)/pytest -q -m "slow or not slow"
+
+# logger=mlflow against a real `mlflow server` on 127.0.0.1 (started and stopped by the test);
+# installs the mlflow extra into the venv first
+test-mlflow: setup
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[mlflow]'
+	$(BIN)/pytest -q -m mlflow tests/test_mlflow.py
 
 # the fast suite under each setting that changes float rounding on this machine (threads, MKL's
 # instruction set, torch's CPU capability, another seed) and a table of what failed where;

@@ -7,12 +7,12 @@ import math
 from pathlib import Path
 from statistics import NormalDist
 
+import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from vgp_bench.blackbox import fit
-from vgp_bench.blackbox.cli import run
+from vgp_bench.blackbox.cli import fit_figure, histogram_grid, run, target_density_grid
 from vgp_bench.run.runtime import build, compose_config
 from vgp_bench.targets import (
     TARGETS,
@@ -172,8 +172,9 @@ def test_cli_writes_table_picture_and_summary(tmp_path: Path, capsys) -> None:
     printed = capsys.readouterr().out
     assert all(name in printed for name in ("vgp", "mean_field", "planar_flow", "hvi"))
     assert "true log Z" in printed and "seconds" in printed
-    picture = Image.open(tmp_path / "picture.png")
-    assert picture.mode == "RGB" and picture.width > 3 * picture.height // 2
+    assert result["picture"] == str(tmp_path / "picture.png")
+    assert (tmp_path / "picture.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "picture.pdf").read_bytes()[:5] == b"%PDF-"
     summary = json.loads((tmp_path / "fit.json").read_text())
     assert [row["family"] for row in summary["families"]] == [
         "vgp",
@@ -207,3 +208,22 @@ def test_vgp_estimates_log_z_of_two_modes_where_mean_field_misses_one(seed: int)
     assert abs(vgp.log_marginal(IMPORTANCE_SAMPLES) - target.log_normalizer) < 0.1
     # A single-mode proposal misses one of two equal modes: about log 2.
     assert target.log_normalizer - mean_field.log_marginal(IMPORTANCE_SAMPLES) > 0.4
+
+
+def test_the_fit_figure_draws_each_panel_scaled_over_the_plotting_box() -> None:
+    """A panel per density, each divided by its own maximum, over the target's box, with the
+    title's first field on its own line."""
+    target = build(compose_config(["target=mixture"], config_name="fit").target)
+    density = target_density_grid(target, resolution=20)
+    counts = histogram_grid(torch.zeros(10, 2), target.plot_range, resolution=20)
+    figure = fit_figure({"target  log Z = 1.000": density, "vgp  bound 0.5": counts},
+                        target.plot_range)  # fmt: skip
+    first, second = figure.axes
+    (image,) = first.get_images()
+    np.testing.assert_allclose(image.get_array(), (density / density.max()).numpy())
+    (low_x, high_x), (low_y, high_y) = target.plot_range
+    assert tuple(image.get_extent()) == (low_x, high_x, low_y, high_y)
+    assert first.get_title() == "target\nlog Z = 1.000" and second.get_title() == "vgp\nbound 0.5"
+    (histogram,) = second.get_images()
+    assert float(np.asarray(histogram.get_array()).sum()) == 1.0  # ten draws in one cell
+    assert (first.get_xlabel(), first.get_ylabel()) == ("z1", "z2")

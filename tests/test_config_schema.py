@@ -23,7 +23,7 @@ from vgp_bench.run.config_keys import (
 from vgp_bench.run.config_schema import FIT_KEYS, TRAIN_KEYS, Key
 from vgp_bench.run.settings import GROUPS, check_fit_settings, check_train_settings, leaves
 
-OPTION_GROUPS = ("dataset", "model", "inference", "optim")
+OPTION_GROUPS = ("dataset", "model", "inference", "optim", "logger")
 
 
 @functools.cache
@@ -213,6 +213,7 @@ RESUMABLE_BEFORE = {
     "trainer.compile_mode",
     "trainer.gpu_memory_fraction",
     "trainer.early_stopping.patience",
+    "logger",  # added with the group (issue 59): where the scalars go, never what a run computes
 }
 # ... and the report's rows: RESULT_KEYS of config_keys.py and IGNORED_CONFIG_KEYS of report/rows
 RESULT_BEFORE = {

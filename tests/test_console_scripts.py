@@ -48,4 +48,6 @@ def test_help_loads_no_torch_and_lists_only_the_commands_groups(tmp_path: Path) 
     for group in listed:  # the template names every option of each group, no more
         options = sorted(path.stem for path in (configs / group).glob("*.yaml"))
         assert f"{group}: {', '.join(options)}" in groups, group
-    assert listed == {"dataset", "eval", "experiment", "inference", "model", "optim", "trainer"}
+    assert listed == {
+        "dataset", "eval", "experiment", "inference", "logger", "model", "optim", "trainer"
+    }  # fmt: skip

@@ -207,7 +207,7 @@ def markdown_tables(text: str) -> dict[str, list[dict[str, str]]]:
             cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
             if header is None:
                 header = cells
-            elif not set(line) <= set("|-"):
+            elif not set(line) <= set("|- "):  # the rule line
                 assert len(cells) == len(header), line
                 tables[title].append(dict(zip(header, cells)))
     return tables
@@ -539,13 +539,26 @@ def test_curves_draw_a_panel_per_model_and_a_distinct_style_per_row(tmp_path: Pa
     assert not any("[" in label or "=" in label.split("(")[0] for label in labels)
     styles = report.curves.row_styles(panels)
     for series in panels.values():
-        pairs = [(styles[label].colour, styles[label].dash) for label in series]
+        pairs = [(styles[label].colour, styles[label].line_style) for label in series]
         assert len(set(pairs)) == len(pairs)
     assert styles["DLGM 1hl + VAE"] == styles["DLGM 2hl + VAE"]
     assert styles["DLGM 1hl + VAE"].colour != styles[dlgm1_vgp[0]].colour
+    figure = report.curves.curves_of(folders)
+    axes = {axis.get_title(loc="left"): axis for axis in figure.axes}
+    assert list(axes) == ["DLGM 1hl", "DLGM 2hl"]
+    drawn = {line.get_label(): line for line in axes["DLGM 1hl"].get_lines()}
+    assert sorted(drawn) == sorted(panels["DLGM 1hl"])
+    vae = drawn["DLGM 1hl + VAE"]
+    assert list(vae.get_xdata()) == [1, 2, 3] and list(vae.get_ydata()) == [-101.0, -91.0, -81.0]
+    assert (vae.get_color(), vae.get_linestyle()) == (styles["DLGM 1hl + VAE"].colour, "-")
+    assert axes["DLGM 2hl"].get_xlabel() == "epoch"
+    assert axes["DLGM 1hl"].get_ylabel() == "validation bound (nats, higher is better)"
+    legend = [text.get_text() for text in axes["DLGM 2hl"].get_legend().get_texts()]
+    assert legend == list(panels["DLGM 2hl"])
     png = tmp_path / "curves.png"
     assert report.write_curves(folders, png) == 5
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png.with_suffix(".pdf").read_bytes()[:5] == b"%PDF-"
 
 
 def test_the_snapshot_of_a_lost_run_is_in_no_table_and_no_curve(tmp_path: Path) -> None:
@@ -573,9 +586,9 @@ def test_the_snapshot_of_a_lost_run_is_in_no_table_and_no_curve(tmp_path: Path) 
 
 
 def test_distinct_styles_never_repeat_a_colour_and_dash_pair() -> None:
-    """Past the palette's length the dash pattern moves on, so pairs stay unique."""
-    from vgp_bench.analysis.plots import COLOURS, DASHES, distinct_styles
+    """Past the palette's length the line style moves on, so pairs stay unique."""
+    from vgp_bench.analysis.figures import COLOURS, LINE_STYLES, distinct_styles
 
-    count = len(COLOURS) * len(DASHES)
+    count = len(COLOURS) * len(LINE_STYLES)
     styles = distinct_styles([f"row {i}" for i in range(count)])
-    assert len({(style.colour, style.dash) for style in styles.values()}) == count
+    assert len({(style.colour, style.line_style) for style in styles.values()}) == count

@@ -29,13 +29,13 @@ def test_the_status_table_says_how_far_each_run_is_from_its_stop(tmp_path: Path)
     test = {"nll": 88.123, "bound_nll": 92.5, "is_samples": 5000, "n_examples": 10000}
     write_metrics(tmp_path / "b_s0", [-95.0, -94.0], status="finished", test=test)
     runs = module.load_runs(tmp_path)
-    header, _, first, second = module.status_table(runs, (50, 0.5))
+    header, _, first, second = module.status_table(runs, (50, 0.5)).splitlines()
     assert "epochs without a gain of 0.5 (of 50)" in header
     row = cells(first)
     assert row[0] == "a_s0" and row[5:8] == ["-99.00", "-98.00 (5)", "2"]
     assert cells(second)[7] == "0" and cells(second)[-1] == "88.12 / 92.50 (S = 5000, 10000 images)"
-    assert len(cells(module.status_table(runs)[2])) == len(cells(header)) - 1  # no column
-    curve = module.curve_table(runs, [1, 6, 20])
+    assert len(cells(module.status_table(runs).splitlines()[2])) == len(cells(header)) - 1
+    curve = module.curve_table(runs, [1, 6, 20]).splitlines()
     assert cells(curve[2]) == ["a_s0", "-100.00", "-99.00", "—"]
 
 
@@ -57,7 +57,7 @@ def test_a_run_lost_with_its_checkout_says_so(tmp_path: Path) -> None:
     """A snapshot kept under a `_lost` name is shown as lost, not as the running run it was."""
     write_metrics(tmp_path / "run_lost1_s0", [-100.0, -99.0])
     write_metrics(tmp_path / "run_s0", [-100.0])
-    rows = module.status_table(module.load_runs(tmp_path))[2:]
+    rows = module.status_table(module.load_runs(tmp_path)).splitlines()[2:]
     assert [cells(row)[:3] for row in rows] == [
         ["run_lost1_s0", "lost (snapshot)", "2"],
         ["run_s0", "running", "1"],

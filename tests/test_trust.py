@@ -750,8 +750,9 @@ def test_run_files_planted_as_links_are_refused_and_their_targets_unchanged(
     assert target.read_bytes() == before
     # the writers themselves never follow a link, whatever the checks before them
     if name.endswith(".png"):
-        save_grid(torch.zeros(4, 1, 8, 8), run_dir / name)
+        save_grid(torch.zeros(4, 1, 8, 8), run_dir / name, "a grid")
         assert not (run_dir / name).is_symlink()
+        assert not (run_dir / name).with_suffix(".pdf").is_symlink()
     else:
         with pytest.raises(OSError):
             NoFollowFileHandler(str(run_dir / name)).close()

@@ -15,6 +15,7 @@ from typing import Any
 
 import h5py
 
+from vgp_bench.analysis.standard_error import mean_and_standard_error
 from vgp_bench.data_identity import DATA_IDENTITY_KEYS, data_changes
 from vgp_bench.run.metrics import Evaluation, RunRecord, read_record
 
@@ -100,9 +101,9 @@ def per_example_values(
 def paired_difference(first: Sequence[float], second: Sequence[float]) -> tuple[float, float]:
     """Mean of `first - second` over the images and its standard error over their differences."""
     differences = [a - b for a, b in zip(first, second, strict=True)]
-    return statistics.fmean(differences), statistics.stdev(differences) / math.sqrt(
-        len(differences)
-    )
+    if len(differences) < 2:
+        raise ValueError("paired_difference: needs two images or more")
+    return mean_and_standard_error(differences)
 
 
 def current_files(record: RunRecord) -> set[str]:

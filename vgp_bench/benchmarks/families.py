@@ -43,12 +43,12 @@ def data_overrides() -> list[str]:
 def step_time(overrides: list[str], steps: int, warmup: int = 2) -> dict[str, float]:
     """Milliseconds per training step of dlgm1 with `overrides`, on the CPU, batch 100."""
     from vgp_bench.run.build import build_components
+    from vgp_bench.run.loggers import RunLogger
     from vgp_bench.run.trainer import Trainer
-    from vgp_bench.run.writer import NullWriter
 
     cfg = compose_config([*data_overrides(), "model=dlgm1", "device=cpu", *overrides])
     trainer = Trainer(cfg, Path("bench/scratch"), build_components(cfg))
-    trainer.writer = NullWriter()
+    trainer.loggers = RunLogger()
     batch = torch.arange(int(cfg.trainer.batch_size))
     for _ in range(warmup):
         trainer.training_step(batch, with_terms=False)

@@ -30,8 +30,8 @@ def make_trainer(overrides: list[str], device: str = "cpu", data: list[str] | No
     """A Trainer of the real configs that logs and checkpoints nowhere, objective prepared
     (`data`: the dataset overrides, by default converted MNIST when present)."""
     from vgp_bench.run.build import build_components
+    from vgp_bench.run.loggers import RunLogger
     from vgp_bench.run.trainer import Trainer
-    from vgp_bench.run.writer import NullWriter
 
     cfg = compose_config(
         [
@@ -44,7 +44,7 @@ def make_trainer(overrides: list[str], device: str = "cpu", data: list[str] | No
         ]
     )
     trainer = Trainer(cfg, Path("bench/scratch"), build_components(cfg))
-    trainer.writer = NullWriter()
+    trainer.loggers = RunLogger()
     trainer.prepare_objective()
     return trainer
 

@@ -1,4 +1,5 @@
-"""`vgp-fit`: fit the VGP and the mean-field family to a 2-D target; print a table, draw a PNG."""
+"""`vgp-fit`: fit the VGP and the mean-field family to a 2-D target; print a table, draw a
+figure (PNG and PDF)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from typing import Any
 import hydra
 import torch
 from hydra.core.hydra_config import HydraConfig
+from matplotlib.figure import Figure
 from omegaconf import DictConfig, OmegaConf
-from PIL import Image, ImageDraw, ImageFont
 from torch import Tensor
-from torchvision.utils import make_grid
 
+from vgp_bench.analysis.figures import density_panels_figure, save_figure
 from vgp_bench.blackbox import FittedFamily, families, fit
 from vgp_bench.errors import ConfigError
 from vgp_bench.locations import CONFIG_DIR
@@ -25,24 +26,6 @@ from vgp_bench.run.runtime import apply_threads, build
 from vgp_bench.run.settings import check_fit_settings
 from vgp_bench.run.signals import run_command
 from vgp_bench.targets import PlotRange, Target
-
-# Anchor colours of a perceptually ordered dark-to-bright map (sampled from "viridis").
-COLORMAP_ANCHORS = torch.tensor(
-    [
-        [0.267, 0.005, 0.329],
-        [0.283, 0.141, 0.458],
-        [0.254, 0.265, 0.530],
-        [0.207, 0.372, 0.553],
-        [0.164, 0.471, 0.558],
-        [0.128, 0.567, 0.551],
-        [0.135, 0.659, 0.518],
-        [0.267, 0.749, 0.441],
-        [0.478, 0.821, 0.318],
-        [0.741, 0.873, 0.150],
-        [0.993, 0.906, 0.144],
-    ]
-)
-TITLE_HEIGHT = 34
 
 
 def check_families(cfg: DictConfig) -> None:
@@ -87,8 +70,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
         title = f"{row['family']}  bound {row['bound']:.3f}  IS log Z {row['log_z_estimate']:.3f}"
         panels[title] = histogram_grid(samples, target.plot_range)
     picture_path = Path(cfg.out) if cfg.out else output_dir / f"fit-{cfg.target.name}.png"
-    picture_path.parent.mkdir(parents=True, exist_ok=True)
-    render_panels(panels).save(picture_path)
+    picture_path = save_figure(fit_figure(panels, target.plot_range), picture_path)[0]
     result = {
         "target": target.name,
         "true_log_z": target.log_normalizer,
@@ -177,47 +159,12 @@ def histogram_grid(samples: Tensor, plot_range: PlotRange, resolution: int = 200
     return counts.reshape(resolution, resolution).flip(0)
 
 
-def heat_map(values: Tensor) -> Tensor:
-    """Map non-negative values `[G, G]` to RGB `[3, G, G]` in [0, 1], scaled by their maximum."""
-    peak = values.max()
-    scaled = values / peak if peak > 0 else torch.zeros_like(values)
-    position = scaled.float() * (len(COLORMAP_ANCHORS) - 1)
-    lower = position.floor().long().clamp(max=len(COLORMAP_ANCHORS) - 2)
-    fraction = (position - lower).unsqueeze(-1)  # [G, G, 1]
-    colors = COLORMAP_ANCHORS[lower] * (1 - fraction) + COLORMAP_ANCHORS[lower + 1] * fraction
-    return colors.permute(2, 0, 1)  # [3, G, G]
-
-
-def render_panels(panels: Mapping[str, Tensor], padding: int = 6) -> Image.Image:
-    """Heat maps side by side, each under its title, on a white background."""
-    images = torch.stack([heat_map(values) for values in panels.values()])  # [P, 3, G, G]
-    row = make_grid(images, nrow=len(panels), padding=padding, pad_value=1.0)  # [3, H, W]
-    pixels = (row.clamp(0, 1) * 255).round().byte().permute(1, 2, 0).numpy()
-    body = Image.fromarray(pixels, mode="RGB")
-    canvas = Image.new("RGB", (body.width, body.height + TITLE_HEIGHT), "white")
-    canvas.paste(body, (0, TITLE_HEIGHT))
-    draw = ImageDraw.Draw(canvas)
-    font = ImageFont.load_default(size=13)
-    panel_width = images.shape[-1] + padding
-    for index, title in enumerate(panels):
-        left = padding + index * panel_width
-        for line_number, line in enumerate(_wrap(title, draw, font, images.shape[-1])):
-            draw.text((left, 2 + 15 * line_number), line, fill="black", font=font)
-    return canvas
-
-
-def _wrap(title: str, draw: ImageDraw.ImageDraw, font: Any, width: int) -> list[str]:
-    """A title's first field on one line and the rest (comma-separated) on the next; fields are
-    separated by double spaces. A line too wide for `width` pixels is cut with an ellipsis."""
-    fields = title.split("  ")
-    lines = [fields[0], ", ".join(fields[1:])] if len(fields) > 1 else fields
-    return [_fit_line(line, draw, font, width) for line in lines]
-
-
-def _fit_line(line: str, draw: ImageDraw.ImageDraw, font: Any, width: int) -> str:
-    while draw.textlength(line, font=font) > width and len(line) > 1:
-        line = line[:-2] + "…"
-    return line
+def fit_figure(panels: Mapping[str, Tensor], plot_range: PlotRange) -> Figure:
+    """The target's density and each family's sample histogram, side by side over the
+    plotting box (`density_panels_figure`)."""
+    (low_x, high_x), (low_y, high_y) = plot_range
+    arrays = {title: values.double().cpu().numpy() for title, values in panels.items()}
+    return density_panels_figure(arrays, (low_x, high_x, low_y, high_y))
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="fit", version_base="1.3")

@@ -158,11 +158,30 @@ OPTIM_KEYS = (
     Key("optim.schedule", dict, target_node),
 )
 
+# configs/logger/: where the run's scalars also go, never what it computes (each sink's keys are
+# present only when it is chosen)
+LOGGER_KEYS = (
+    Key("logger.tensorboard.flush_secs", int, integer(1), OPERATIONAL),
+    Key("logger.csv.file", str, text(), OPERATIONAL),
+    Key("logger.mlflow.tracking_uri", str, text(optional=True), OPERATIONAL),
+    Key("logger.mlflow.experiment_name", str, text(), OPERATIONAL),
+    Key("logger.mlflow.run_name", str, text(optional=True), OPERATIONAL),
+    Key("logger.mlflow.request_timeout", int, integer(1), OPERATIONAL),
+    Key("logger.mlflow.request_retries", int, integer(0), OPERATIONAL),
+)
+
 # vgp-train's config, in the order the checks go through it
-TRAIN_KEYS = (*TOP_LEVEL_KEYS, *TRAINER_KEYS, *EVAL_KEYS, *DATASET_KEYS, *OPTIM_KEYS)
+TRAIN_KEYS = (
+    *TOP_LEVEL_KEYS,
+    *TRAINER_KEYS,
+    *EVAL_KEYS,
+    *DATASET_KEYS,
+    *OPTIM_KEYS,
+    *LOGGER_KEYS,
+)
 
 # The effect of a key under these groups that no declaration names (one of older configs)
-GROUP_EFFECTS = {"eval": OPERATIONAL}
+GROUP_EFFECTS = {"eval": OPERATIONAL, "logger": OPERATIONAL}
 
 # vgp-fit's config (configs/fit.yaml; no resume, no report); `head` holds each family's
 # options and `target` the density's, both checked by what they build

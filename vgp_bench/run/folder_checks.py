@@ -17,7 +17,7 @@ from vgp_bench.run.run_identity import RECORD_NAME, check_record, refuse_nested
 
 LOG_NAME = "train.log"
 # The run's own subfolders: their entries are checked for links too.
-RUN_SUBFOLDERS = ("checkpoints", ".hydra", "tensorboard")
+RUN_SUBFOLDERS = ("checkpoints", ".hydra", "tensorboard", "mlflow")
 FILE, FOLDER = "file", "folder"
 # What each entry a run writes must be, where it exists: a run writes into these
 ENTRY_KINDS = {

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
-from torch.utils.tensorboard import SummaryWriter
 
 from vgp_bench.data.base import DatasetBundle
 from vgp_bench.divergence import divergence
@@ -42,6 +41,7 @@ from vgp_bench.run.folder_checks import (  # noqa: F401 (imported from here by t
     refuse_links,
 )
 from vgp_bench.run.lock import LOCK_NAME, WRITE_ELSEWHERE, acquire_lock, refuse_if_locked
+from vgp_bench.run.loggers import RunLogger, build_loggers
 from vgp_bench.run.metrics import RunRecord, read_record, write_record
 from vgp_bench.run.resume_policy import (
     load_best_checkpoint,
@@ -58,7 +58,6 @@ from vgp_bench.run.run_identity import (  # noqa: F401 (check_record: imported f
     refuse_foreign_checkpoint,
 )
 from vgp_bench.run.runtime import code_version
-from vgp_bench.run.writer import NullWriter, Writer
 
 
 def remove_orphans(run_dir: Path) -> list[Path]:
@@ -315,15 +314,17 @@ class RunFolder:
         changed = f"; changed: {plan.changes}" if plan.changes else ""
         self.log.info("%s at step %d in %s%s", started, step, self.path, changed)
 
-    def begin(self, cfg: DictConfig) -> Writer:
+    def begin(self, cfg: DictConfig, step: int) -> RunLogger:
         """Write config.yaml and Hydra's .hydra/ (after metrics.json, which makes the folder
-        the run's), and open TensorBoard (rank 0)."""
+        the run's), and open the loggers `cfg.logger` chooses (rank 0)."""
         if not self.context.is_main:
-            return NullWriter()
+            return RunLogger()
         for name, node in self.hydra_files.items():  # atomic: never through a link
             atomic_write_text(self.path / ".hydra" / name, OmegaConf.to_yaml(node))
         atomic_write_text(self.path / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
-        return SummaryWriter(str(self.path / "tensorboard"))
+        config = OmegaConf.to_container(cfg, resolve=True)
+        assert isinstance(config, dict)
+        return build_loggers(config.get("logger"), self.path, config, step, self.log)
 
     def finish(self, x_shape: tuple[int, ...]) -> None:
         """Record whether the run diverged (judged on its test result)."""

@@ -18,6 +18,7 @@ from vgp_bench.errors import ConfigError
 from vgp_bench.locations import CONFIG_DIR
 from vgp_bench.run.config_rules import whole_number
 from vgp_bench.run.config_schema import EVAL_KEYS, FIT_KEYS, TRAIN_KEYS, Key
+from vgp_bench.run.loggers.build import check_logger_choice
 from vgp_bench.run.option_schema import OPTION_KEYS
 
 
@@ -170,6 +171,7 @@ def check_train_settings(cfg: DictConfig) -> None:
     check_settings(cfg, TRAIN_KEYS)
     check_declared_types(cfg)
     check_settings(cfg, OPTION_KEYS)
+    check_logger_choice(cfg.get("logger"))
 
 
 # Why trainer.compile=true is refused on CPU (scripts/bench.py measures it again: `make bench`'s

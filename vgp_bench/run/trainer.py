@@ -27,6 +27,7 @@ from vgp_bench.run.early_stopping import EARLY_STOPPING, EarlyStopping, checkpoi
 from vgp_bench.run.epoch_evaluation import epoch_test, final_test, head_statistics, validation_bound
 from vgp_bench.run.evaluate import evaluation_journal
 from vgp_bench.run.failures import USER_ERRORS, log_failure
+from vgp_bench.run.loggers import RunLogger
 from vgp_bench.run.metrics import EpochRecord, Evaluation
 from vgp_bench.run.nonfinite import NonFinitePolicy, check_finite_parameters
 from vgp_bench.run.run_folder import RunFolder, RunPlan
@@ -39,7 +40,7 @@ from vgp_bench.run.signals import (
     stop_signals,
 )
 from vgp_bench.run.step import TrainingStep
-from vgp_bench.run.writer import LoggingWindow, NullWriter, Writer, write_test_result
+from vgp_bench.run.writer import LoggingWindow
 
 
 class Trainer:
@@ -82,7 +83,7 @@ class Trainer:
         self.checkpoint_every = int(cfg.trainer.checkpoint_every)
         self.state = RunState()
         self.steps_at_start = 0
-        self.writer: Writer = NullWriter()
+        self.loggers: RunLogger = RunLogger()  # TensorBoard, CSV, MLflow: the logger group
         self.stop_request = StopRequest()
         self.log = self.folder.log
         # float64, so that the epoch's sum does not depend on where a save split it: float32
@@ -118,7 +119,7 @@ class Trainer:
                     error.add_note(f"traceback in {self.folder.path / 'train.log'}")
                 raise
             finally:
-                self.writer.close()
+                self.loggers.close(self.folder.record.status or "failed")
 
     def train_epochs(self) -> bool:
         """Epochs until the budget is spent (True), or until a stop signal (False)."""
@@ -171,9 +172,9 @@ class Trainer:
                 self.on_nonfinite(stop_run)
             if window.steps and state.step % log_every == 0:
                 step_size = self.parts.schedule.current()
-                values = window.write(self.writer, stats.terms, step_size, state.step)
+                values = window.write(self.loggers, stats.terms, step_size, state.step)
                 for name, value in stats.extras.items():  # kernel, jitter and the like
-                    self.writer.add_scalar(f"heads/{name}", float(value), state.step)
+                    self.loggers.log_scalar(f"heads/{name}", float(value), state.step)
                 bar.set_postfix(bound=f"{values['bound']:.2f}", refresh=False)
             if stats.finite and state.step % self.checkpoint_every == 0:
                 self.save()
@@ -195,11 +196,11 @@ class Trainer:
         self.fold_epoch_bound()
         if state.epoch_bound_count:
             record.train_bound = state.epoch_bound_sum / state.epoch_bound_count
-            self.writer.add_scalar("train/epoch_bound", record.train_bound, state.step)
+            self.loggers.log_scalar("train/epoch_bound", record.train_bound, state.step)
         with interruptible(self.stop_request):
             if parts.data.valid is not None and cfg.valid_samples:
                 record.valid_bound = validation_bound(parts, self.cfg, self.context)
-                self.writer.add_scalar("valid/bound", record.valid_bound, state.step)
+                self.loggers.log_scalar("valid/bound", record.valid_bound, state.step)
                 if record.valid_bound > state.best_valid_bound:
                     self.save("best.pt")
                     state.best_valid_bound = record.valid_bound
@@ -207,12 +208,12 @@ class Trainer:
             if cfg.diagnostics_examples and parts.data.valid is not None and main:
                 statistics = head_statistics(parts, int(cfg.diagnostics_examples), self.cfg)
                 for name, value in statistics.items():
-                    self.writer.add_scalar(f"heads/{name}", value, state.step)
+                    self.loggers.log_scalar(f"heads/{name}", value, state.step)
                 record.update(statistics)
             if state.epoch in [int(e) for e in cfg.eval_at_epochs]:
                 test = epoch_test(parts, self.cfg, self.context)
                 state.eval_at_epochs[str(state.epoch)] = test.to_json()
-                self.writer.add_scalar("test/bound_nll", test.test_bound_nll, state.step)
+                self.loggers.log_scalar("test/bound_nll", test.test_bound_nll, state.step)
             if cfg.image_every and state.epoch % int(cfg.image_every) == 0 and main:
                 self.save_images()
         state.history.append(record.to_json())
@@ -222,6 +223,7 @@ class Trainer:
             f"{k} {v:.3f}" for k, v in record.to_json().items() if k.endswith("bound")
         )
         self.log.info("epoch %d (step %d): %s", state.epoch, state.step, bounds)
+        self.loggers.flush()
         if record.valid_bound is not None and self.early_stopping.observe(
             state, record.valid_bound
         ):
@@ -257,7 +259,7 @@ class Trainer:
             self.folder.record.test = Evaluation({**summary, "step": step, **tested})
             config = OmegaConf.to_container(self.cfg, resolve=True)
             assert isinstance(config, dict)
-            write_test_result(self.writer, config, summary, step)
+            self.loggers.log_test_result(config, summary, step)
             if journal is not None:  # the result is in metrics.json before its journal goes
                 self.write_metrics("running")
                 journal.discard()
@@ -286,7 +288,7 @@ class Trainer:
         self.prepare_objective()
         self.folder.describe(self.cfg, self.parts.data, plan, self.state.step)
         self.write_metrics("running")  # first: from here on the folder is the run's
-        self.writer = self.folder.begin(self.cfg)
+        self.loggers = self.folder.begin(self.cfg, self.state.step)
         self.steps_at_start = self.state.step
 
     def finish(self) -> dict[str, Any]:
@@ -318,19 +320,20 @@ class Trainer:
     def on_nonfinite(self, stop_run: bool) -> None:
         """Log a skipped step (the policy counted it); stop the run when the policy says so."""
         step, cause = self.state.step, self.training_step.nonfinite_cause
-        self.writer.add_scalar("health/nonfinite_skipped", self.state.nonfinite_total, step)
+        self.loggers.log_scalar("health/nonfinite_skipped", self.state.nonfinite_total, step)
         cause = f" ({cause})" if cause else ""
         self.log.warning("step %d skipped: non-finite bound or gradient%s", step, cause)
         if stop_run:
             raise self.nonfinite.error(step, f"{cause}; {self.folder.divergence_advice()}")
 
     def save_images(self) -> None:
-        """samples.png, reconstructions.png (and the model's own figures), and TensorBoard's."""
+        """samples, reconstructions (and the model's own figures), PNG and PDF; to the loggers."""
         parts, path = self.parts, self.folder.path
         generator = make_generator(parts.device, int(self.cfg.seed) + 7)
-        grids = save_run_figures(parts.model, parts.heads, parts.data.test, path, generator)
+        grids, files = save_run_figures(parts.model, parts.heads, parts.data.test, path, generator)
         for name, grid in grids.items():
-            self.writer.add_image(name, grid, self.state.step)
+            self.loggers.log_image(name, grid, self.state.step)
+        self.loggers.log_figures(files)
 
     def stop_reason(self) -> str:
         """Why training ended: early_stopping, max_steps or epochs."""

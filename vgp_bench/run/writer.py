@@ -1,69 +1,20 @@
-"""TensorBoard for a run: the training scalars, a stand-in writer for ranks other than 0."""
+"""The training scalars of a run, averaged over a logging window and sent to its loggers."""
 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import torch
 from torch import Tensor
-from torch.utils.tensorboard import SummaryWriter
+
+from vgp_bench.run.loggers import RunLogger
 
 # scalars under train/; the model's and heads' named terms go under train_terms/
 MAIN_SCALARS = ("bound", "lr", "grad_norm", "examples_per_s")
 
 
-class NullWriter:
-    """Stands in for TensorBoard on ranks other than 0."""
-
-    def add_scalar(self, *args: Any, **kwargs: Any) -> None: ...
-
-    def add_image(self, *args: Any, **kwargs: Any) -> None: ...
-
-    def add_hparams(self, *args: Any, **kwargs: Any) -> None: ...
-
-    def close(self) -> None: ...
-
-
-Writer = SummaryWriter | NullWriter
-TEST_METRICS = ("nll", "bound_nll")  # the test result's numbers TensorBoard shows
-
-
-def hparam_values(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A config's leaves as TensorBoard hyperparameters (numbers, text and flags; the rest as
-    text)."""
-    values: dict[str, Any] = {}
-    for key, value in config.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            values.update(hparam_values(value, f"{name}."))
-        elif isinstance(value, bool | int | float | str):
-            values[name] = value
-        else:
-            values[name] = str(value)
-    return values
-
-
-def write_test_result(
-    writer: Writer, config: dict[str, Any], test: dict[str, Any], step: int
-) -> None:
-    """The test result as scalars (test/nll, test/bound_nll) and, with the run's config, as
-    TensorBoard's hyperparameters table (hparam/test_nll, ...)."""
-    metrics = {
-        name: float(test[name]) for name in TEST_METRICS if isinstance(test.get(name), int | float)
-    }
-    for name, value in metrics.items():
-        writer.add_scalar(f"test/{name}", value, step)
-    writer.add_hparams(
-        hparam_values(config),
-        {f"hparam/test_{name}": value for name, value in metrics.items()},
-        run_name=".",  # the run's own folder, not a new one per call
-        global_step=step,
-    )
-
-
 def write_training_scalars(
-    writer: Writer,
+    loggers: RunLogger,
     window_bound: Tensor,
     terms: dict[str, Tensor],
     step_size: float,
@@ -78,7 +29,7 @@ def write_training_scalars(
     values["examples_per_s"] = examples_per_s
     for name, value in values.items():
         prefix = "train" if name in MAIN_SCALARS else "train_terms"
-        writer.add_scalar(f"{prefix}/{name}", value, step)
+        loggers.log_scalar(f"{prefix}/{name}", value, step)
     return values
 
 
@@ -98,13 +49,13 @@ class LoggingWindow:
         self.examples += examples
 
     def write(
-        self, writer: Writer, terms: dict[str, Tensor], step_size: float, step: int
+        self, loggers: RunLogger, terms: dict[str, Tensor], step_size: float, step: int
     ) -> dict[str, float]:
         """Write the window's scalars (`train/bound`: its mean bound), then start a new one."""
         elapsed = max(time.perf_counter() - self.started, 1e-9)
         window_bound = self.bound_sum / self.steps
         values = write_training_scalars(
-            writer, window_bound, terms, step_size, self.examples / elapsed, step
+            loggers, window_bound, terms, step_size, self.examples / elapsed, step
         )
         self.bound_sum.zero_()
         self.steps, self.examples, self.started = 0, 0, time.perf_counter()

@@ -8,13 +8,13 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from vgp_bench.analysis.report.render import markdown_table
+from vgp_bench.analysis.markdown import markdown_table
 from vgp_bench.analysis.report.rows import MISSING, Estimate
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A markdown table, its rule spaced as the READMEs write it."""
-    return "\n".join(markdown_table(header, rows, spaced_rule=True)) + "\n"
+    return markdown_table(header, rows)
 
 
 def signed(value: float, digits: int = 2) -> str:

@@ -5,13 +5,13 @@ paired_evaluations.json, written by scripts/paired_differences.py and paired_eva
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from vgp_bench.analysis.paired import same_test_images
 from vgp_bench.analysis.report.rows import Estimate, estimate
 from vgp_bench.analysis.report.runs import RunRecord, tests_at_current_step
+from vgp_bench.analysis.standard_error import mean_and_standard_error
 from vgp_bench.studies import runs
 from vgp_bench.studies.cells import difference_cell
 
@@ -46,11 +46,8 @@ def seed_difference(
     diff, se, per_seed = difference(a, b, seeds, key, study)
     if len(per_seed) < 2:
         return diff, se, per_seed
-    return (
-        statistics.fmean(per_seed),
-        statistics.stdev(per_seed) / math.sqrt(len(per_seed)),
-        per_seed,
-    )
+    mean, stderr = mean_and_standard_error(per_seed)
+    return mean, stderr, per_seed
 
 
 def beyond_three_se(diff: float, se: float) -> bool:

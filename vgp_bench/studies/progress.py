@@ -18,7 +18,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from vgp_bench.analysis.report.render import markdown_table
+from vgp_bench.analysis.markdown import markdown_table
 from vgp_bench.analysis.report.runs import is_lost_snapshot
 from vgp_bench.run.checkpoint import RunState
 from vgp_bench.run.early_stopping import EarlyStopping
@@ -61,7 +61,7 @@ def epochs_without_gain(history: list[dict[str, Any]], min_delta: float) -> int:
 
 def status_table(
     runs: list[tuple[str, dict[str, Any]]], early_stopping: tuple[int, float] | None = None
-) -> list[str]:
+) -> str:
     """A row per run: its status, epochs, steps, hours, validation bounds, where its early
     stopping stands (with `early_stopping` = (patience, min_delta)) and its test."""
     stopping = (
@@ -97,7 +97,7 @@ def status_table(
     return markdown_table(header, rows)
 
 
-def curve_table(runs: list[tuple[str, dict[str, Any]]], epochs: list[int]) -> list[str]:
+def curve_table(runs: list[tuple[str, dict[str, Any]]], epochs: list[int]) -> str:
     """The validation bound of each run at the given epochs."""
     rows = []
     for name, metrics in runs:
@@ -125,8 +125,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.early_stopping:
         patience, min_delta = args.early_stopping.split(",")
         early_stopping = (int(patience), float(min_delta))
-    print("\n".join(status_table(runs, early_stopping)))
+    print(status_table(runs, early_stopping), end="")
     print()
     print("Validation bound (nats, higher is better) after epoch:")
     print()
-    print("\n".join(curve_table(runs, epochs)))
+    print(curve_table(runs, epochs), end="")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vgp_bench.analysis.report.render import markdown_table
+from vgp_bench.analysis.markdown import markdown_table
 
 COSTS_HEADER = [
     "command", "epochs x steps", "CPU ms / step", "validation each epoch (images x S)",
@@ -101,8 +101,8 @@ def costs_row(row: dict[str, Any]) -> list[object]:
 def markdown(record: dict[str, Any]) -> str:
     """costs.md: the intro with the conditions, then a row per experiment."""
     rows = [costs_row(row) for row in record["rows"].values()]
-    table = markdown_table(COSTS_HEADER, rows, spaced_rule=True, right_aligned=10)
-    return "\n".join([conditions(record), "", gpu_model_note(record["gpu"]), "", *table]) + "\n"
+    table = markdown_table(COSTS_HEADER, rows, right_aligned=10)
+    return "\n".join([conditions(record), "", gpu_model_note(record["gpu"]), "", table])
 
 
 def readme_table(record: dict[str, Any]) -> str:
@@ -122,4 +122,4 @@ def readme_table(record: dict[str, Any]) -> str:
                 range_cell(gpu),
             ]
         )
-    return "\n".join(markdown_table(README_HEADER, rows, spaced_rule=True, right_aligned=3)) + "\n"
+    return markdown_table(README_HEADER, rows, right_aligned=3)

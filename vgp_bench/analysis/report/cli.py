@@ -79,7 +79,8 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         "--curves",
         type=Path,
         metavar="PNG",
-        help="also write the validation-bound curves of every run (finished or not) to PNG",
+        help="also write the validation-bound curves of every run (finished or not) to PNG, and "
+        "the same figure beside it as PDF (vector)",
     )
     parser.add_argument(
         "--include-diverged",

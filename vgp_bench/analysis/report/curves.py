@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from vgp_bench.analysis.plots import Style, distinct_styles, panel_plot
+from matplotlib.figure import Figure
+
+from vgp_bench.analysis.figures import Style, curves_figure, distinct_styles, save_figure
 from vgp_bench.analysis.report.rows import (
     MODEL_NAMES,
     Setting,
@@ -100,7 +102,8 @@ def validation_curves(folders: Sequence[Path]) -> dict[str, Curve]:
 
 
 def row_styles(panels: dict[str, dict[str, Curve]]) -> dict[str, Style]:
-    """A distinct (colour, dash) per row; a row of one family looks the same in every panel."""
+    """A distinct (colour, line style) per row; a row of one family looks the same in every
+    panel."""
     family = {label: label.split(" + ", 1)[-1] for series in panels.values() for label in series}
     styles = distinct_styles(list(dict.fromkeys(family.values())))
     return {label: styles[name] for label, name in family.items()}
@@ -128,25 +131,33 @@ def fitted_range(series: dict[str, Curve], skip_epochs: int) -> tuple[tuple[floa
     return (min(values) - margin, max(values) + margin), len(late) - len(kept)
 
 
-def write_curves(folders: Sequence[Path], path: Path, skip_epochs: int = 5) -> int:
-    """PNG of the validation curves, a panel per model, a distinct colour and dash per row;
-    each panel's y axis fits the epochs after the first `skip_epochs` (values off it sit on
-    its edge). Returns the number of curves."""
+def curves_of(folders: Sequence[Path], skip_epochs: int = 5) -> Figure | None:
+    """The validation curves as a figure: a panel per model, a distinct colour and line style
+    per row; each panel's y axis fits the epochs after the first `skip_epochs` (values off it
+    sit on its edge). None when no run has a validation history."""
     panels = curve_panels(folders)
     if not panels:
-        return 0
+        return None
     titled, y_ranges = {}, {}
     for name, series in panels.items():
         y_range, below = fitted_range(series, skip_epochs)
         title = f"{name} ({below} below the axis, drawn on its edge)" if below else name
         titled[title], y_ranges[title] = series, y_range
-    panel_plot(
+    return curves_figure(
         titled,
-        path,
         "Validation bound per epoch (mean over seeds; a panel per model)",
         "epoch",
         "validation bound (nats, higher is better)",
         styles=row_styles(panels),
         y_ranges=y_ranges,
     )
-    return sum(len(series) for series in panels.values())
+
+
+def write_curves(folders: Sequence[Path], path: Path, skip_epochs: int = 5) -> int:
+    """The validation curves (`curves_of`) as `<path stem>.png` and `.pdf`; the number of
+    curves (0: nothing written)."""
+    figure = curves_of(folders, skip_epochs)
+    if figure is None:
+        return 0
+    save_figure(figure, path)
+    return sum(len(axis.get_lines()) for axis in figure.axes)

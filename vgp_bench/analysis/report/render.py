@@ -6,38 +6,15 @@ import csv
 import io
 from collections.abc import Sequence
 
+from vgp_bench.analysis.markdown import markdown_table
 from vgp_bench.analysis.report.tables import Table
-
-
-def markdown_cell(text: str) -> str:
-    """A cell's text with its pipes escaped."""
-    return text.replace("|", "\\|")
-
-
-def markdown_row(cells: Sequence[object]) -> str:
-    """One markdown table row, each cell's text escaped."""
-    return "| " + " | ".join(markdown_cell(str(cell)) for cell in cells) + " |"
-
-
-def markdown_table(
-    headers: Sequence[str],
-    rows: Sequence[Sequence[object]],
-    spaced_rule: bool = False,
-    right_aligned: int = 0,
-) -> list[str]:
-    """A markdown table's lines; the rule under the header `|---|` or, spaced, `| --- |`, its
-    last `right_aligned` columns `---:`."""
-    marks = ["---"] * (len(headers) - right_aligned) + ["---:"] * right_aligned
-    rule = markdown_row(marks) if spaced_rule else "|" + "|".join(marks) + "|"
-    return [markdown_row(headers), rule, *(markdown_row(row) for row in rows)]
 
 
 def render_markdown(tables: Sequence[Table], header: str) -> str:
     lines = ["# vgp-report", "", header, ""]
     for table in tables:
         lines += [f"## {table.title}", ""]
-        lines += markdown_table(table.headers, [row.cells for row in table.rows])
-        lines.append("")
+        lines.append(markdown_table(table.headers, [row.cells for row in table.rows]))
         lines += [f"- {note}" for note in table.notes]
         lines.append("")
     return "\n".join(lines)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from vgp_bench.analysis.report.runs import Run, structure_of
-from vgp_bench.divergence import is_finite_number
+from vgp_bench.analysis.standard_error import mean_and_standard_error
 from vgp_bench.run.config_keys import separates_rows, with_older_defaults
 from vgp_bench.run.metrics import DatasetRecord
 
@@ -103,13 +102,9 @@ def setting_of(run: Run) -> Setting:
 
 
 def estimate(values: Sequence[float], run_stderrs: Sequence[float | None]) -> Estimate:
-    """Mean and standard error over seeds (n - 1 denominator); one seed keeps its own stderr."""
-    if len(values) == 1:
-        own = run_stderrs[0]
-        return Estimate(values[0], own if is_finite_number(own) else math.nan, 1)
-    return Estimate(
-        statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values)), len(values)
-    )
+    """`mean_and_standard_error` over seeds as an Estimate; one seed keeps its own stderr."""
+    mean, stderr = mean_and_standard_error(values, run_stderrs[0] if len(values) == 1 else None)
+    return Estimate(mean, stderr, len(values))
 
 
 def test_estimate(runs: Sequence[Run], key: str) -> Estimate:
