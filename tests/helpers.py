@@ -104,3 +104,8 @@ def paper_form() -> dict[str, Any]:
     options = OmegaConf.to_container(OmegaConf.load(PAPER_FORM))
     assert isinstance(options, dict)
     return {str(key): value for key, value in options.items()}
+
+
+def total_stage_epochs(stages: int = 8, growth: int = 3) -> int:
+    """Epochs of all stages of `schedules.burda_stages` together: (3^8 - 1) / 2 = 3280."""
+    return sum(growth**stage for stage in range(stages))

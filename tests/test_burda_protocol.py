@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import TINY, compose_config
+from tests.helpers import TINY, compose_config, total_stage_epochs
 from vgp_bench.data.base import ImageSplit
 from vgp_bench.distributions import positive_scale
 from vgp_bench.inference.mean_field import MeanFieldHead
 from vgp_bench.models.dlgm import DLGM
 from vgp_bench.optimizers import BurdaAdam
 from vgp_bench.run.build import build_components
-from vgp_bench.schedules import burda_stages, stage_of_epoch, total_stage_epochs
+from vgp_bench.schedules import burda_stages, stage_of_epoch
 
 
 def theano_adam_reference(

@@ -120,8 +120,9 @@ def calibration_protocol_decimals() -> set[str]:
     the output bias's clip range (models/dlgm.py), and their paper's beta1 (a quote)."""
     from omegaconf import OmegaConf
 
+    from tests.helpers import total_stage_epochs
     from vgp_bench.models.dlgm import OUTPUT_BIAS_CLIP
-    from vgp_bench.schedules import burda_stages, total_stage_epochs
+    from vgp_bench.schedules import burda_stages
 
     stage_starts = [total_stage_epochs(stages) for stages in range(8)]  # 0, 1, 4, 13, ...
     factors = {f"{burda_stages(epoch, 1):g}" for epoch in stage_starts}
@@ -151,7 +152,8 @@ def test_no_number_is_quoted_by_hand() -> None:
 
 def test_the_calibration_protocol_quotes_every_stage_step_size() -> None:
     """The README's schedule row lists the code's eight factors in order."""
-    from vgp_bench.schedules import burda_stages, total_stage_epochs
+    from tests.helpers import total_stage_epochs
+    from vgp_bench.schedules import burda_stages
 
     text = (ROOT / "results" / "calibration" / "README.md").read_text()
     factors = [burda_stages(total_stage_epochs(stages), 1) for stages in range(8)]
@@ -206,7 +208,7 @@ def test_the_calibration_protocol_quotes_the_experiment_config() -> None:
     are configs/experiment/burda_dlgm1_vae.yaml's (60,000 training images, 10,000 test)."""
     from omegaconf import OmegaConf
 
-    from vgp_bench.schedules import total_stage_epochs
+    from tests.helpers import total_stage_epochs
 
     text = section((ROOT / "results" / "calibration" / "README.md").read_text(), "## Protocol")
     config = OmegaConf.load(ROOT / "configs" / "experiment" / "burda_dlgm1_vae.yaml")

@@ -42,11 +42,6 @@ def burda_stages(
     return round(10.0 ** (1.0 - stage / decay_stages), 1)
 
 
-def total_stage_epochs(stages: int = 8, growth: int = 3) -> int:
-    """Epochs of all stages together: (3^8 - 1) / 2 = 3280 for Burda et al.'s schedule."""
-    return sum(growth**stage for stage in range(stages))
-
-
 class StepSizeSchedule:
     """Sets each parameter group's step size to base * factor(t) before update t.
 

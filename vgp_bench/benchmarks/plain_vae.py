@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import torch
 import torch.nn.functional as F
@@ -69,14 +68,6 @@ class PlainLoop:
             self.step_count += 1
 
 
-def training_examples_per_second(images: Tensor, steps: int, batch_size: int = 100) -> float:
-    """Train with RMSProp for `steps` batches of flattened binary images `[N, 784]`."""
-    loop = PlainLoop(images, batch_size)
-    started = time.perf_counter()
-    loop.run(steps)
-    return steps * batch_size / (time.perf_counter() - started)
-
-
 @torch.no_grad()
 def naive_is(model: PlainVAE, images: Tensor, samples: int, batch_size: int = 100) -> Tensor:
     """The common naive IS loop: one sample of z per forward pass, K passes per batch; `[N]`."""
@@ -86,12 +77,3 @@ def naive_is(model: PlainVAE, images: Tensor, samples: int, batch_size: int = 10
         log_weights = torch.stack([model.log_weights(x, 1)[0] for _ in range(samples)])
         estimates.append(torch.logsumexp(log_weights, dim=0) - math.log(samples))
     return torch.cat(estimates)
-
-
-def naive_is_samples_per_second(images: Tensor, samples: int, batch_size: int = 100) -> float:
-    """Samples per second of `naive_is` with a freshly initialised model."""
-    torch.manual_seed(0)
-    model = PlainVAE(images.shape[1])
-    started = time.perf_counter()
-    naive_is(model, images, samples, batch_size)
-    return images.shape[0] * samples / (time.perf_counter() - started)

@@ -97,7 +97,7 @@ class VGPHead(VariationalHead):
     """q(z | x) as a variational Gaussian process with an auxiliary model r (Sections 2.3-3.2).
 
     Options (docs/design.md, section 2), whose defaults are configs/inference/vgp.yaml's (the
-    project's best configuration; tests/test_vgp_parts.py holds them equal); the paper's form is
+    project's best configuration; tests/test_vgp_options.py holds them equal); the paper's form is
     configs/inference/vgp_form/paper.yaml over them:
     - `variational_data_size` m and `latent_input_dim` c (None: c = d, as the paper);
     - `inputs`: `global` S `[m, c]` or `amortized` S(h) (vgp_parts.py, section 2.4);
