@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from vgp_bench.blackbox import fit
+from vgp_bench.blackbox import families, fit
 from vgp_bench.blackbox.cli import fit_figure, histogram_grid, run, target_density_grid
 from vgp_bench.run.runtime import build, compose_config
 from vgp_bench.targets import (
@@ -106,7 +106,7 @@ def test_bad_target_parameters_are_refused() -> None:
         Ring(width=0.0)
 
 
-@pytest.mark.parametrize("family", ["mean_field", "vgp", "planar_flow", "hvi"])
+@pytest.mark.parametrize("family", families())  # one per configs/inference/ file, mean_field
 def test_fit_returns_a_family_with_samples_bound_and_estimate(family: str) -> None:
     target = Banana()
     fitted = fit(target.log_density, 2, family=family, steps=15, seed=3, samples_per_step=8)

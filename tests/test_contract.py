@@ -15,10 +15,15 @@ from omegaconf import OmegaConf
 from tests.helpers import CONFIG_DIR, compose_config
 from vgp_bench.estimators import bound, importance_weighted_log_likelihood, training_bound
 from vgp_bench.inference.base import build_heads
+from vgp_bench.locations import group_options
 from vgp_bench.run.runtime import build
 from vgp_bench.run.train import train
 
 X_SHAPE = (1, 8, 8)
+# Every model and family configs/ offers (a new one is one module and one file there)
+MODELS = group_options("model")
+FAMILIES = group_options("inference")
+# Options that make a model or family small enough for a test; one not named runs at its config's
 TINY_MODEL = {
     "dlgm1": ["model.latent_dims=[3]", "model.hidden_dims=[[12]]"],
     "dlgm2": ["model.latent_dims=[4,2]", "model.hidden_dims=[[12],[6]]"],
@@ -32,33 +37,27 @@ TINY_MODEL = {
     ],
 }
 TINY_INFERENCE = {
-    "vae": [],
     "vgp": ["inference.variational_data_size=8", "inference.aux_hidden_dims=[8]"],
     "planar_flow": ["inference.flow_length=3"],
     "hvi": ["inference.leapfrog_steps=2", "inference.aux_hidden_dims=[8]"],
 }
-HEADS = [
-    ("vae", None),
-    ("vgp", "collapsed"),
-    ("vgp", "hierarchical"),
-    ("vgp", "paper"),
-    ("planar_flow", None),
-    ("hvi", None),
-]
+# The objectives a family is tested with beyond its config's own (None: the config's)
+OBJECTIVES = {"vgp": ["collapsed", "hierarchical", "paper"]}
+HEADS = [(family, objective) for family in FAMILIES for objective in OBJECTIVES.get(family, [None])]
 
 
 def tiny(model: str, inference: str, objective: str | None = None) -> list[str]:
     overrides = [
         f"model={model}",
         f"inference={inference}",
-        *TINY_MODEL[model],
-        *TINY_INFERENCE[inference],
+        *TINY_MODEL.get(model, []),
+        *TINY_INFERENCE.get(inference, []),
     ]
     return overrides + ([f"inference.objective={objective}"] if objective else [])
 
 
 @pytest.mark.parametrize(("inference", "objective"), HEADS)
-@pytest.mark.parametrize("model_name", sorted(TINY_MODEL))
+@pytest.mark.parametrize("model_name", MODELS)
 def test_every_model_with_every_head(model_name: str, inference: str, objective: str | None):
     cfg = compose_config(tiny(model_name, inference, objective))
     torch.manual_seed(0)
@@ -82,6 +81,12 @@ def test_every_model_with_every_head(model_name: str, inference: str, objective:
     with torch.no_grad():
         log_weights = model(x, heads, 64, generator).log_weights
     assert (importance_weighted_log_likelihood(log_weights) >= bound(log_weights) - 1e-5).all()
+
+
+def test_the_test_settings_name_only_what_configs_offers() -> None:
+    assert set(TINY_MODEL) <= set(MODELS) and set(TINY_INFERENCE) | set(OBJECTIVES) <= set(FAMILIES)
+    assert {"dlgm1", "dlgm2", "draw"} <= set(MODELS)  # the paper's models are found
+    assert {"vae", "vgp", "planar_flow", "hvi"} <= set(FAMILIES)  # and its families
 
 
 def test_every_config_choice_composes() -> None:
@@ -113,8 +118,8 @@ def test_every_experiment_runs_one_step(experiment: str, tmp_path: Path) -> None
         "eval.subset=4",
         "eval.batch_size=4",
         "device=cpu",
-        *TINY_MODEL[model_name],
-        *TINY_INFERENCE[inference],
+        *TINY_MODEL.get(model_name, []),
+        *TINY_INFERENCE.get(inference, []),
     ]
     # keys the experiment sets for its own dataset (MNIST's holdout) that synthetic data lacks
     synthetic_keys = set(OmegaConf.load(CONFIG_DIR / "dataset" / "synthetic.yaml"))

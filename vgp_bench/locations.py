@@ -1,10 +1,13 @@
-"""Where the package finds its Hydra configs, in a checkout or installed from a wheel (no torch
-imported here: the console scripts answer --help from it)."""
+"""Where the package finds its Hydra configs, in a checkout or installed from a wheel, and the
+options each config group offers there (no torch imported here: the console scripts answer
+--help from it)."""
 
 from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+
+from omegaconf import OmegaConf
 
 import vgp_bench
 
@@ -30,3 +33,19 @@ def config_dir() -> str:
 
 # Absolute, so console scripts and `python -m` find the same files from any folder.
 CONFIG_DIR = config_dir()
+
+
+def group_options(group: str, config_dir: str | Path = CONFIG_DIR) -> list[str]:
+    """The options of a config group, `<config_dir>/<group>/*.yaml`, by name."""
+    return sorted(path.stem for path in (Path(config_dir) / group).glob("*.yaml"))
+
+
+def listed_options(group: str) -> str:
+    """A group's options as the help lists them: `a, b, c`."""
+    return ", ".join(group_options(group))
+
+
+# `${vgp_options:GROUP}` in a config (configs/config.yaml's help): the group's options, so that
+# a new file of configs/<group>/ is listed with no other edit
+if not OmegaConf.has_resolver("vgp_options"):
+    OmegaConf.register_new_resolver("vgp_options", listed_options)

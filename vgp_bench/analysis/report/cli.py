@@ -25,6 +25,7 @@ from vgp_bench.analysis.report.runs import (
     one_per_seed,
 )
 from vgp_bench.analysis.report.tables import Table, excluded_table, likelihood_table, sketch_table
+from vgp_bench.catalog import rank
 
 
 def build_report(
@@ -48,7 +49,7 @@ def build_report(
         for setting, group in groups.items():
             groups[setting], reruns = one_per_seed(group)
             excluded += reruns
-    order = sorted(by_dataset, key=lambda name: (name != "mnist", name != TABLE2_DATASET, name))
+    order = sorted(by_dataset, key=lambda name: rank("dataset", name))  # configs/dataset's
     tables: list[Table] = []
     for dataset in order:
         if dataset == TABLE2_DATASET:

@@ -11,8 +11,8 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from vgp_bench.analysis.figures import Style, curves_figure, distinct_styles, save_figure
+from vgp_bench.analysis.report.paper import TABLE1_DATASET
 from vgp_bench.analysis.report.rows import (
-    MODEL_NAMES,
     Setting,
     distinguishing_suffixes,
     method_label,
@@ -20,6 +20,7 @@ from vgp_bench.analysis.report.rows import (
     sort_key,
 )
 from vgp_bench.analysis.report.runs import Run, is_lost_snapshot, read_config
+from vgp_bench.catalog import option
 from vgp_bench.divergence import is_finite_number
 from vgp_bench.run.metrics import read_record
 
@@ -46,8 +47,9 @@ def curve_setting(setting: Setting) -> Setting:
 
 def panel_name(setting: Setting) -> str:
     """The panel a row's curve is drawn in: its model (and data set, unless MNIST)."""
-    name = MODEL_NAMES.get(setting.model, setting.model)
-    return name if setting.dataset in ("mnist", "unknown") else f"{name}, {setting.dataset}"
+    name = option("model", setting.model).label
+    shown = setting.dataset not in (TABLE1_DATASET, "unknown")
+    return f"{name}, {setting.dataset}" if shown else name
 
 
 def curve_panels(folders: Sequence[Path]) -> dict[str, dict[str, Curve]]:

@@ -12,18 +12,10 @@ from typing import Any
 
 from vgp_bench.analysis.report.runs import Run, structure_of
 from vgp_bench.analysis.standard_error import mean_and_standard_error
+from vgp_bench.catalog import option, rank
 from vgp_bench.run.config_keys import separates_rows, with_older_defaults
 from vgp_bench.run.metrics import DatasetRecord
 
-MODEL_NAMES = {"dlgm1": "DLGM 1hl", "dlgm2": "DLGM 2hl", "draw": "DRAW"}
-MODEL_ORDER = {"dlgm1": 0, "dlgm2": 1, "draw": 2}
-INFERENCE_ORDER = {"vae": 0, "vgp": 1, "planar_flow": 2, "hvi": 3}
-INFERENCE_NAMES = {"planar_flow": "NF"}  # others: the config name in capitals
-# A family's size in its label: config key and symbol (flows k, leapfrog steps L).
-FAMILY_SIZES = {
-    "planar_flow": ("inference.flow_length", "k"),
-    "hvi": ("inference.leapfrog_steps", "L"),
-}
 DEFAULT_TRAIN_OBJECTIVE = "elbo"
 DEFAULT_OBJECTIVES = (None, "collapsed")
 # Keys naming where files are (`*_dir`, `*_path`), never what a run is
@@ -147,12 +139,13 @@ def method_label(setting: Setting, table2: bool) -> str:
     if table2:
         base = setting.model + ("" if setting.inference == "vae" else f" + {setting.inference}")
     else:
-        family = INFERENCE_NAMES.get(setting.inference, setting.inference.upper())
-        base = f"{MODEL_NAMES.get(setting.model, setting.model)} + {family}"
+        family = option("inference", setting.inference).label
+        base = f"{option('model', setting.model).label} + {family}"
     variant = [] if setting.structure is None else [setting.structure]
-    if setting.inference in FAMILY_SIZES:
-        key, symbol = FAMILY_SIZES[setting.inference]
-        size = dict(setting.config).get(key)
+    family_size = option("inference", setting.inference).size  # configs/inference's `# report:`
+    if family_size is not None:
+        key, symbol = family_size
+        size = dict(setting.config).get(f"inference.{key}")
         if size is not None:
             variant.append(f"{symbol}={size}")
     if setting.objective not in DEFAULT_OBJECTIVES:
@@ -194,10 +187,8 @@ def display_folder(folder: Path) -> str:
 
 def sort_key(setting: Setting) -> tuple:
     return (
-        MODEL_ORDER.get(setting.model, len(MODEL_ORDER)),
-        setting.model,
-        INFERENCE_ORDER.get(setting.inference, len(INFERENCE_ORDER)),
-        setting.inference,
+        *rank("model", setting.model),  # configs/model's and configs/inference's `# report:`
+        *rank("inference", setting.inference),
         str(setting.objective),
         setting.aux_samples,
         setting.train_objective,

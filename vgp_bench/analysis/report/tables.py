@@ -6,7 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vgp_bench.analysis.report.paper import paper_row, table2_epochs, table2_numbers
+from vgp_bench.analysis.report.paper import (
+    TABLE1_DATASET,
+    paper_row,
+    table2_epochs,
+    table2_numbers,
+)
 from vgp_bench.analysis.report.rows import (
     MISSING,
     Row,
@@ -45,7 +50,7 @@ class Table:
 
 def likelihood_table(dataset: str, groups: dict[Setting, list[Run]], with_paper: bool) -> Table:
     """Table 1 layout: IS -log p(x) and bound per row, with the paper's number and differences."""
-    is_mnist = dataset == "mnist"
+    is_mnist = dataset == TABLE1_DATASET
     show_paper = with_paper and is_mnist
     headers = ["method", "seeds", "epochs", "-log p(x) (IS)", "bound"]
     if show_paper:
