@@ -199,7 +199,7 @@ class RunRecord(Record):
     train_samples = Key[int]()  # trainer.n_samples
     train_objective = Key[str]()  # trainer.objective
     # progress, written at every save
-    status = Key[str]()  # running | interrupted | failed | finished
+    status = Key[str]()  # running | interrupted | preempted | failed | finished
     error = Key[str]()
     epochs_completed = Key[int]()
     steps = Key[int]()

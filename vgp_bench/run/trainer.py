@@ -296,9 +296,10 @@ class Trainer:
         return self.folder.record.to_json()
 
     def stop(self) -> dict[str, Any]:
-        """Checkpoint after a stop signal, and say how to resume; the metrics."""
+        """Checkpoint after a stop signal, and say how to resume; the metrics (status
+        `preempted` after SIGUSR2, submitit's signal, else `interrupted`)."""
         self.save()
-        self.write_metrics("interrupted")
+        self.write_metrics("preempted" if self.stop_request.preempted else "interrupted")
         self.folder.report_stop(self.stop_request.name)
         return self.folder.record.to_json()
 
