@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 RUN_DIR ?= outputs/default
 
-.PHONY: setup data run test test-all test-variations lint format bench gpu-check tensorboard clean
+.PHONY: setup data run test test-all test-slurm test-variations lint format bench gpu-check tensorboard clean
 
 setup: $(STAMP)
 
@@ -30,7 +30,12 @@ test: setup
 	$(BIN)/pytest -q
 
 test-all: setup
-	$(BIN)/pytest -q -m "slow or not slow"
+	$(BIN)/pytest -q -m "not slurm"
+
+# the tests marked slurm, on a one-node SLURM cluster started for them and stopped after
+# (scripts/slurm_cluster.sh; as root on Debian, installs what is missing; about 10 minutes)
+test-slurm: setup
+	scripts/test_slurm.sh
 
 # the fast suite under each setting that changes float rounding on this machine (threads, MKL's
 # instruction set, torch's CPU capability, another seed) and a table of what failed where;

@@ -4,6 +4,7 @@
 #   scripts/slurm_cluster.sh up     install what is missing, start the cluster, print its env
 #   scripts/slurm_cluster.sh down   stop the daemons this script started, and only those
 #   scripts/slurm_cluster.sh env    the line to source: export SLURM_CONF=...
+#   scripts/slurm_cluster.sh status exit 0 when this script's cluster runs
 #
 # It installs slurm-wlm, munge, slurmdbd and mariadb-server with apt-get when missing
 # (accounting: submitit polls sacct, and without it a job that dies without output leaves the
@@ -134,8 +135,8 @@ EOF
 up() {
   [[ $(id -u) == 0 ]] || die "run as root (the daemons run as root here)"
   local name running=()
-  for name in "${DAEMONS[@]:1}"; do alive "$name" && running+=("$name"); done  # munged: maybe not ours
-  if ((${#running[@]} == ${#DAEMONS[@]} - 1)); then
+  for name in "${DAEMONS[@]}"; do alive "$name" && running+=("$name"); done
+  if status; then
     say "already up ($DIR)"
     env_line
     return 0
@@ -193,9 +194,16 @@ down() {
 
 env_line() { echo "export SLURM_CONF=$DIR/etc/slurm.conf"; }
 
+# status: exit 0 when every daemon of this script's cluster runs (munged: maybe not ours)
+status() {
+  local name
+  for name in "${DAEMONS[@]:1}"; do alive "$name" || return 1; done
+}
+
 case ${1:-} in
   up) up ;;
   down) down ;;
   env) env_line ;;
-  *) die "usage: $0 up|down|env" ;;
+  status) status ;;
+  *) die "usage: $0 up|down|env|status" ;;
 esac

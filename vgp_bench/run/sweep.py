@@ -17,7 +17,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from vgp_bench.run.failures import one_line_error
+from vgp_bench.run.failures import USER_ERRORS, one_line_error
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,9 @@ def outcome_of(job: JobReturn) -> JobOutcome:
     recorded = recorded_outcome(folder)
     if job.status == JobStatus.COMPLETED:
         return recorded or JobOutcome(folder, "unknown", "the job ended without metrics.json")
-    error = one_line_error(value) if isinstance(value, BaseException) else str(value)
+    error = str(value)
+    if isinstance(value, BaseException):  # the project's errors are their message
+        error = one_line_error(value, expected=isinstance(value, USER_ERRORS))
     if recorded is not None and not recorded.finished:  # `running`: its process was killed
         status = "stopped" if recorded.status == "running" else recorded.status
         return JobOutcome(folder, status, error)
