@@ -43,11 +43,16 @@ install_packages() {
 
 pid_file() { echo "$DIR/pids/$1.pid"; }
 
+# running PID: the process exists and has not exited (a zombie waits for its parent: gone)
+running() {
+  [[ -r /proc/$1/stat ]] && ! grep -q '^[0-9]* (.*) Z ' "/proc/$1/stat"
+}
+
 # alive NAME: the recorded PID runs, and is still that daemon (not a PID reused since)
 alive() {
   local pid
   pid=$(cat "$(pid_file "$1")" 2>/dev/null) || return 1
-  [[ -r /proc/$pid/cmdline ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "$1"
+  running "$pid" && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "$1"
 }
 
 # start NAME COMMAND...: COMMAND in the foreground of a new session, its PID recorded
@@ -184,8 +189,8 @@ down() {
     if alive "$name"; then
       pid=$(cat "$(pid_file "$name")")
       kill -TERM "$pid"
-      for ((t = 0; t < 150; t++)); do [[ -d /proc/$pid ]] || break; sleep 0.2; done
-      [[ -d /proc/$pid ]] && kill -KILL "$pid"
+      for ((t = 0; t < 150; t++)); do running "$pid" || break; sleep 0.2; done
+      if running "$pid"; then kill -KILL "$pid"; fi
       say "stopped $name ($pid)"
     fi
     rm -f "$(pid_file "$name")"

@@ -11,4 +11,4 @@ if ! scripts/slurm_cluster.sh status; then
 fi
 eval "$(scripts/slurm_cluster.sh env)"
 # shellcheck disable=SC2086
-.venv/bin/pytest -q -m slurm tests/test_slurm.py $PYTEST_ARGS
+.venv/bin/pytest -q -m slurm tests/test_slurm.py ${PYTEST_ARGS:-}

@@ -199,3 +199,27 @@ def test_the_joblib_launcher_runs_jobs_side_by_side(tmp_path):
         assert metrics["status"] == "finished" and metrics["steps"] == 2
         seeds.append(metrics["seed"])
     assert seeds == [0, 1]
+
+
+@pytest.mark.parametrize("launcher", ["basic", "joblib"])
+def test_a_sweep_with_a_diverging_job_ends_with_its_line_and_exit_1(tmp_path, launcher):
+    """Every job runs; the sweep then names the one that did not finish, and exits 1."""
+    if launcher == "joblib":
+        pytest.importorskip("hydra_plugins.hydra_joblib_launcher", reason="the launchers extra")
+    sweep_dir = tmp_path / "sweep"
+    command = [
+        sys.executable, "-m", "vgp_bench.run.train", "-m", *TINY,
+        *(["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"] if launcher == "joblib" else []),
+        "optim.optimizer.lr=1e30,0.001", "trainer.max_nonfinite=1",
+        f"hydra.sweep.dir={sweep_dir}", "hydra.sweep.subdir=${hydra.job.num}",
+    ]  # fmt: skip
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    finished = subprocess.run(
+        command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=600
+    )
+    assert finished.returncode == 1, finished.stderr[-3000:]
+    summary = finished.stderr[finished.stderr.index("vgp-train: 1 of 2 jobs") :].splitlines()
+    assert summary[0] == "vgp-train: 1 of 2 jobs did not finish:"
+    assert summary[1].startswith(f"  {sweep_dir / '0'}: failed: the bound or its gradient")
+    assert len(summary) == 2
+    assert json.loads((sweep_dir / "1" / "metrics.json").read_text())["status"] == "finished"

@@ -218,26 +218,30 @@ def test_a_job_preempted_by_usr2_is_requeued_and_resumes_exactly(tmp_path: Path)
 
 
 def test_a_timed_out_job_is_requeued_and_resumes_exactly(tmp_path: Path) -> None:
-    """A real time limit of 1 minute: SLURM signals USR2 signal_delay_s before it (its check
-    runs every 30 s or so: 15 to 45 s in), submitit counts a timeout and requeues the job
-    (max_num_timeout), the run resumes from the signal's checkpoint; again until it is done.
-    Sized for 2 busy cores: each try trains 10 to 40 s of the 400 steps."""
+    """A real time limit of 1 minute on a run that needs far more: SLURM signals USR2
+    signal_delay_s before it (its check runs every 30 s or so: 20 to 50 s in), submitit counts
+    a timeout and requeues the job once (max_num_timeout=1), the requeued job resumes from the
+    signal's checkpoint and times out again, not requeued. Its parameters then equal those of
+    an uninterrupted run to the same step."""
     sweep_dir = tmp_path / "sweep"
-    long_run = [*LONG, "trainer.max_steps=400", "trainer.epochs=10"]
+    endless = [*LONG, "trainer.max_steps=1000000", "trainer.epochs=100000"]
     process = start_sweep(
         sweep_dir,
-        *long_run,
+        *endless,
         "hydra.launcher.timeout_min=1",
-        "hydra.launcher.signal_delay_s=45",
-        "hydra.launcher.max_num_timeout=10",
+        "hydra.launcher.signal_delay_s=40",
+        "hydra.launcher.max_num_timeout=1",
     )
     code, stderr = finish_hurrying_requeues(process, slurm_job_id(sweep_dir, 0))
-    assert code == 0, stderr[-3000:]
+    assert code == 1, stderr[-3000:]
     run_dir = sweep_dir / "0"
-    assert recorded(run_dir)["status"] == "finished"
-    steps = resumed_steps(run_dir)
-    assert steps and all(0 < step < 400 for step in steps)  # at least one timeout, resumed
-    train_here(tmp_path / "straight", *long_run)
+    assert f"  {run_dir}: preempted: Job not requeued because: timed-out too many" in stderr
+    log = (run_dir / "train.log").read_text()
+    assert log.count("this job is timed-out") == 2  # submitit's word on each signal
+    (resumed,) = resumed_steps(run_dir)
+    stopped = load_checkpoint(run_dir / "checkpoints" / "last.pt")["state"]["step"]
+    assert 0 < resumed < stopped
+    train_here(tmp_path / "straight", *endless, f"trainer.max_steps={stopped}")
     assert_same_parameters(run_dir, tmp_path / "straight")
 
 
