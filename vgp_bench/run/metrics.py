@@ -205,7 +205,7 @@ class RunRecord(Record):
     train_samples = Key[int]()  # trainer.n_samples
     train_objective = Key[str]()  # trainer.objective
     # progress, written at every save
-    status = Key[str]()  # running | interrupted | failed | finished
+    status = Key[str]()  # running | interrupted | preempted | failed | finished
     error = Key[str]()
     stop_signal = Key[str]()  # the signal that stopped an interrupted run (SIGINT, SIGTERM)
     epochs_completed = Key[int]()
