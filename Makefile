@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 RUN_DIR ?= outputs/default
 
-.PHONY: setup data run test test-all test-mlflow test-variations lint format bench gpu-check tensorboard clean
+.PHONY: setup data run test test-all test-slurm test-mlflow test-variations lint format bench gpu-check tensorboard clean
 
 setup: $(STAMP)
 
@@ -30,7 +30,12 @@ test: setup
 	$(BIN)/pytest -q
 
 test-all: setup
-	$(BIN)/pytest -q -m "slow or not slow"
+	$(BIN)/pytest -q -m "not slurm and not mlflow"
+
+# the tests marked slurm, on a one-node SLURM cluster started for them and stopped after
+# (scripts/slurm_cluster.sh; as root on Debian, installs what is missing; about 10 minutes)
+test-slurm: setup
+	scripts/test_slurm.sh
 
 # logger=mlflow against a real `mlflow server` on 127.0.0.1 (started and stopped by the test);
 # installs the mlflow extra into the venv first

@@ -12,7 +12,11 @@ CONFIG_PACKAGES = [
 ]
 
 setup(
-    packages=[*find_packages(include=["vgp_bench", "vgp_bench.*"]), *CONFIG_PACKAGES],
+    packages=[
+        *find_packages(include=["vgp_bench", "vgp_bench.*"]),
+        *CONFIG_PACKAGES,
+        *find_namespace_packages(include=["hydra_plugins.*"]),  # the sweeper, the SLURM launcher
+    ],
     package_dir={"vgp_bench.configs": "configs"},
     package_data={package: ["*.yaml"] for package in CONFIG_PACKAGES},
 )

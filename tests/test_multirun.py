@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -93,10 +94,15 @@ def test_joblib_launcher_config_names_the_plugin_class():
 
 
 def test_slurm_launcher_config_names_the_plugin_class():
+    """vgp-bench's subclass of the plugin's launcher, which waits for every job."""
     config = OmegaConf.load(LAUNCHERS / "slurm.yaml")
-    assert config._target_ == (
-        "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
-    )
+    assert config._target_ == "hydra_plugins.vgp_bench_plugins.slurm_launcher.SlurmLauncher"
+    if importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is not None:
+        from hydra_plugins.vgp_bench_plugins import slurm_launcher
+
+        # by name: Hydra's plugin scan re-executes the plugin's module, making new classes
+        bases = [f"{cls.__module__}.{cls.__name__}" for cls in slurm_launcher.SlurmLauncher.mro()]
+        assert "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher" in bases
     assert list(config.defaults) == ["submitit_slurm", "_self_"]
     assert set(config) - {"defaults"} <= set(SlurmQueueSchema.__dataclass_fields__)
     assert (config.gpus_per_node, config.tasks_per_node, config.partition) == (1, 1, None)
@@ -105,7 +111,7 @@ def test_slurm_launcher_config_names_the_plugin_class():
 def test_launchers_compose_into_the_hydra_config(fake_submitit_schema):
     slurm = compose_config(["hydra/launcher=slurm"], return_hydra_config=True).hydra.launcher
     joblib = compose_config(["hydra/launcher=joblib"], return_hydra_config=True).hydra.launcher
-    assert slurm._target_.endswith("submitit_launcher.SlurmLauncher")
+    assert slurm._target_.endswith("vgp_bench_plugins.slurm_launcher.SlurmLauncher")
     assert slurm.timeout_min == OmegaConf.load(LAUNCHERS / "slurm.yaml").timeout_min
     assert slurm.qos is None and slurm.array_parallelism == 18  # schema default, then ours
     assert joblib._target_.endswith("joblib_launcher.JoblibLauncher")
@@ -193,3 +199,27 @@ def test_the_joblib_launcher_runs_jobs_side_by_side(tmp_path):
         assert metrics["status"] == "finished" and metrics["steps"] == 2
         seeds.append(metrics["seed"])
     assert seeds == [0, 1]
+
+
+@pytest.mark.parametrize("launcher", ["basic", "joblib"])
+def test_a_sweep_with_a_diverging_job_ends_with_its_line_and_exit_1(tmp_path, launcher):
+    """Every job runs; the sweep then names the one that did not finish, and exits 1."""
+    if launcher == "joblib":
+        pytest.importorskip("hydra_plugins.hydra_joblib_launcher", reason="the launchers extra")
+    sweep_dir = tmp_path / "sweep"
+    command = [
+        sys.executable, "-m", "vgp_bench.run.train", "-m", *TINY,
+        *(["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"] if launcher == "joblib" else []),
+        "optim.optimizer.lr=1e30,0.001", "trainer.max_nonfinite=1",
+        f"hydra.sweep.dir={sweep_dir}", "hydra.sweep.subdir=${hydra.job.num}",
+    ]  # fmt: skip
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    finished = subprocess.run(
+        command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=600
+    )
+    assert finished.returncode == 1, finished.stderr[-3000:]
+    summary = finished.stderr[finished.stderr.index("vgp-train: 1 of 2 jobs") :].splitlines()
+    assert summary[0] == "vgp-train: 1 of 2 jobs did not finish:"
+    assert summary[1].startswith(f"  {sweep_dir / '0'}: failed: the bound or its gradient")
+    assert len(summary) == 2
+    assert json.loads((sweep_dir / "1" / "metrics.json").read_text())["status"] == "finished"

@@ -57,12 +57,44 @@ class DistributedContext:
             dist.barrier()
 
 
+def first_host(nodelist: str) -> str:
+    """The first host of a SLURM node list: `node[03-05,7],gpu1` -> `node03`."""
+    head = nodelist.split(",", 1)[0] if "[" not in nodelist.split(",", 1)[0] else nodelist
+    prefix, _, ranges = head.partition("[")
+    if not ranges:
+        return prefix
+    return prefix + ranges.split(",", 1)[0].split("-", 1)[0].rstrip("]")
+
+
+def slurm_rendezvous(environ: dict[str, str] | os._Environ[str]) -> dict[str, str]:
+    """torchrun's variables for a task of a SLURM job step of several tasks (srun, submitit's
+    tasks_per_node): rank, world size, local rank, and rank 0's host with a port from the job
+    id. Empty where torchrun's are already set, or the step has one task."""
+    if "RANK" in environ or int(environ.get("SLURM_STEP_NUM_TASKS", "1")) <= 1:
+        return {}
+    return {
+        "RANK": environ["SLURM_PROCID"],
+        "WORLD_SIZE": environ["SLURM_STEP_NUM_TASKS"],
+        "LOCAL_RANK": environ.get("SLURM_LOCALID", "0"),
+        "MASTER_ADDR": first_host(environ.get("SLURM_STEP_NODELIST", "127.0.0.1")),
+        "MASTER_PORT": str(20000 + int(environ.get("SLURM_JOB_ID", "0")) % 20000),
+    }
+
+
+def adopt_slurm_rendezvous() -> None:
+    """Set torchrun's variables from SLURM's (`slurm_rendezvous`), so that the tasks of one
+    SLURM job step join one process group as torchrun's ranks do."""
+    os.environ.update(slurm_rendezvous(os.environ))
+
+
 def init_distributed(backend: str | None = None) -> DistributedContext:
-    """Join the process group torchrun describes in the environment (no-op when alone).
+    """Join the process group torchrun (or a SLURM step of several tasks) describes in the
+    environment (no-op when alone).
 
     A single torchrun rank joins only when `backend` is named (trainer.ddp_backend=nccl|gloo):
     the whole DDP path then runs with one rank, which is how `make gpu-check` tests NCCL.
     """
+    adopt_slurm_rendezvous()
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     launched_by_torchrun = "RANK" in os.environ and "MASTER_ADDR" in os.environ
     if world_size <= 1 and not (backend and launched_by_torchrun):

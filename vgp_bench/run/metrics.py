@@ -205,7 +205,7 @@ class RunRecord(Record):
     train_samples = Key[int]()  # trainer.n_samples
     train_objective = Key[str]()  # trainer.objective
     # progress, written at every save
-    status = Key[str]()  # running | interrupted | failed | finished
+    status = Key[str]()  # running | interrupted | preempted | failed | finished
     error = Key[str]()
     stop_signal = Key[str]()  # the signal that stopped an interrupted run (SIGINT, SIGTERM)
     epochs_completed = Key[int]()
@@ -250,7 +250,7 @@ class RunRecord(Record):
     ) -> None:
         """How far the run got, from the loop's state (written at every save)."""
         self.status, self.error = status, error
-        if status != "interrupted":
+        if status not in ("interrupted", "preempted"):
             self.data.pop("stop_signal", None)
         self.epochs_completed, self.steps = state.epoch, state.step
         self.wall_time_s = round(state.wall_time_s, 3)

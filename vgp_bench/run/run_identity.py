@@ -13,7 +13,7 @@ from vgp_bench.errors import RunFolderError
 from vgp_bench.run.metrics import RunRecord, read_record
 
 RECORD_NAME = "metrics.json"
-RUN_STATUSES = ("running", "interrupted", "failed", "finished")
+RUN_STATUSES = ("running", "interrupted", "preempted", "failed", "finished")
 IDENTITY_KEY = "run"  # the checkpoint's entry holding its run's identity
 
 

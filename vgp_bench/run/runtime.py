@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -64,12 +66,33 @@ def thread_count(value: Any) -> int | None:
     return count
 
 
+def allocated_threads(environ: Mapping[str, str] | None = None) -> tuple[int, str] | None:
+    """The CPUs this process was given: SLURM's SLURM_CPUS_PER_TASK, else its CPU affinity
+    where that is a subset of the machine's CPUs; with where the count comes from. None where
+    OMP_NUM_THREADS is set (torch's default follows it) or nothing restricts the process."""
+    environ = os.environ if environ is None else environ
+    if environ.get("OMP_NUM_THREADS"):
+        return None
+    slurm = environ.get("SLURM_CPUS_PER_TASK", "").strip()
+    if slurm.isdigit() and int(slurm) >= 1:
+        return int(slurm), f"SLURM_CPUS_PER_TASK={slurm}"
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    if affinity is not None and affinity < (os.cpu_count() or affinity):  # a subset of the CPUs
+        return affinity, "the process's CPU affinity"
+    return None
+
+
 def apply_threads(value: Any) -> str:
-    """Set torch's CPU threads from `threads` (None: leave torch's default); in words."""
+    """Set torch's CPU threads from `threads`; unset, from the allocation (`allocated_threads`),
+    else torch's default; in words."""
     count = thread_count(value)
     if count is not None:
         torch.set_num_threads(count)
         return f"{count} CPU threads (threads={count})"
+    allocated = allocated_threads()
+    if allocated is not None:
+        torch.set_num_threads(allocated[0])
+        return f"{allocated[0]} CPU threads (the allocation: {allocated[1]})"
     return (
         f"{torch.get_num_threads()} CPU threads (torch's default, one per core; with other "
         "jobs on the machine set threads=1 or VGP_THREADS=1)"

@@ -1,6 +1,7 @@
-"""Stop signals: SIGINT/SIGTERM ask a run to checkpoint and stop after the current step, and
-abandon an evaluation at once (a rerun redoes a validation, and resumes a final test
-evaluation after its finished batches)."""
+"""Stop signals: SIGINT/SIGTERM (and SIGUSR2, submitit's signal of a preemption or a timeout on
+SLURM) ask a run to checkpoint and stop after the current step, and abandon an evaluation at
+once (a rerun redoes a validation, and resumes a final test evaluation after its finished
+batches)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,15 @@ class StopRequest:
     def name(self) -> str:
         return signal.Signals(self.signal or signal.SIGTERM).name
 
+    @property
+    def preempted(self) -> bool:
+        """SIGUSR2: the cluster takes the job back (submitit requeues it once it is stopped)."""
+        return self.signal == PREEMPTION_SIGNAL
+
+
+# submitit's signal of a preemption or a coming timeout (SUBMITIT_PREEMPT_SIGNAL, default USR2)
+PREEMPTION_SIGNAL = signal.SIGUSR2
+
 
 @contextmanager
 def interruptible(request: StopRequest) -> Iterator[None]:
@@ -46,8 +56,9 @@ def interruptible(request: StopRequest) -> Iterator[None]:
 
 @contextmanager
 def stop_signals() -> Iterator[StopRequest]:
-    """Turn SIGINT/SIGTERM into a request to checkpoint and stop after the current step;
-    inside `interruptible` (evaluations) the work is abandoned at once."""
+    """Turn SIGINT/SIGTERM/SIGUSR2 into a request to checkpoint and stop after the current
+    step; inside `interruptible` (evaluations) the work is abandoned at once. The handlers
+    before (submitit's for SIGUSR2) are back on leaving."""
     request = StopRequest()
     previous = {}
 
@@ -58,7 +69,7 @@ def stop_signals() -> Iterator[StopRequest]:
             raise EvaluationInterrupted(request.name)
 
     try:
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in (signal.SIGINT, signal.SIGTERM, PREEMPTION_SIGNAL):
             previous[signum] = signal.signal(signum, handler)
     except ValueError:  # not the main thread: leave signals alone
         previous = {}

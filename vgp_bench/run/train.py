@@ -12,20 +12,27 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from hydra_plugins.vgp_bench_plugins import register_plugins
 from vgp_bench.locations import CONFIG_DIR
 from vgp_bench.run.build import build_components
 from vgp_bench.run.checkpoint import (
     initial_model,
 )
-from vgp_bench.run.distributed import init_distributed, shutdown_distributed
+from vgp_bench.run.distributed import (
+    adopt_slurm_rendezvous,
+    init_distributed,
+    shutdown_distributed,
+)
 from vgp_bench.run.evaluate import format_summary
-from vgp_bench.run.failures import USER_ERRORS, print_error
+from vgp_bench.run.failures import USER_ERRORS, one_line_error, print_error
 from vgp_bench.run.host_memory import keep_freed_memory
 from vgp_bench.run.metrics import RunRecord
+from vgp_bench.run.preemption import hand_over_preemption
 from vgp_bench.run.run_folder import agreed_plan
 from vgp_bench.run.runtime import apply_threads
 from vgp_bench.run.settings import check_compile_device, check_train_settings
 from vgp_bench.run.signals import exit_status, run_command
+from vgp_bench.run.sweep import JobOutcome
 from vgp_bench.run.trainer import Trainer
 
 
@@ -63,31 +70,39 @@ def hydra_files(cfg: DictConfig) -> dict[str, Any]:
     return {"config.yaml": cfg, "hydra.yaml": record, "overrides.yaml": hydra_cfg.overrides.task}
 
 
+register_plugins()  # the sweeper and SLURM launcher configs/ name
+
+
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
-def _hydra_main(cfg: DictConfig) -> None:
+def _hydra_main(cfg: DictConfig) -> JobOutcome:
     hydra_cfg = HydraConfig.get()
     run_dir = hydra_cfg.runtime.output_dir
+    adopt_slurm_rendezvous()  # the tasks of a SLURM job step are ranks, as under torchrun
     try:
         memory = keep_freed_memory()
         if int(os.environ.get("RANK", "0")) == 0:
             print(f"vgp-train: {apply_threads(cfg.get('threads'))}, {memory}, run folder {run_dir}")
         metrics = train(cfg, run_dir, hydra_files(cfg))
     except Exception as error:  # user errors and crashes alike: one line, the rest in the log
-        print_error("vgp-train", error, expected=isinstance(error, USER_ERRORS))
-        if hydra_cfg.mode == RunMode.MULTIRUN:
-            return  # the run folder records the failure; the sweep goes on
+        expected = isinstance(error, USER_ERRORS)
+        print_error("vgp-train", error, expected=expected)
+        if hydra_cfg.mode == RunMode.MULTIRUN:  # the sweep goes on; its summary names this job
+            return JobOutcome(str(run_dir), "failed", one_line_error(error, expected))
         sys.exit(1)
     record = RunRecord(metrics)
+    if record.status == "preempted":
+        hand_over_preemption()  # submitit requeues the job, which resumes from the checkpoint
     if record.status == "interrupted":
         sys.exit(exit_status(record.stop_signal or "SIGINT"))
     if int(os.environ.get("RANK", "0")) != 0:  # once under torchrun
-        return
+        return JobOutcome(str(run_dir), str(record.status), "")
     if record.test is not None:
         dataset = record.dataset
         name = None if dataset is None else dataset.name
         print(f"\n{record.model} + {record.inference} on {name} ({run_dir})")
         print(format_summary(record.test.data))
     print(f"vgp-train: {outcome(record)}", file=sys.stderr)
+    return JobOutcome(str(run_dir), str(record.status), "")
 
 
 def outcome(record: RunRecord) -> str:

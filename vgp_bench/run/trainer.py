@@ -300,10 +300,11 @@ class Trainer:
         return self.folder.record.to_json()
 
     def stop(self) -> dict[str, Any]:
-        """Checkpoint after a stop signal, and say how to resume; the metrics."""
+        """Checkpoint after a stop signal, and say how to resume; the metrics (status
+        `preempted` after SIGUSR2, submitit's signal, else `interrupted`)."""
         self.save()
         self.folder.record.stop_signal = self.stop_request.name
-        self.write_metrics("interrupted")
+        self.write_metrics("preempted" if self.stop_request.preempted else "interrupted")
         self.folder.report_stop(self.stop_request.name)
         return self.folder.record.to_json()
 

@@ -114,8 +114,12 @@ def one_line(text: Any) -> str:
     return " ".join(str(text).split())
 
 
-def evaluation_label(test: Evaluation) -> str:
-    return f"vgp-eval {test.checkpoint}" if test.checkpoint else OWN_EVALUATION
+def evaluation_label(test: Evaluation, own: bool) -> str:
+    """Which evaluation a row reads: vgp-train's own at the end of training (`own`), else
+    vgp-eval's of the checkpoint it names."""
+    if own:
+        return OWN_EVALUATION
+    return f"vgp-eval {test.checkpoint}" if test.checkpoint else "vgp-eval"
 
 
 def tests_at_current_step(record: RunRecord) -> list[Evaluation]:
@@ -241,7 +245,8 @@ def one_per_seed(runs: Sequence[Run]) -> tuple[list[Run], list[Excluded]]:
 
 def unfinished_state(folder: Path, status: str, steps: int = 0) -> tuple[str, str]:
     """(status, reason) of a run recorded as running: live while a process holds its lock,
-    else stopped (killed), resumable from its last.pt or restarted by the next start. Steps
+    else stopped (killed), resumable from its last.pt or restarted by the next start; one
+    interrupted or preempted by a signal is resumable from the checkpoint it wrote. Steps
     recorded without a checkpoint are a study's snapshot, which copies no checkpoints (a run
     writes metrics.json at a step only after its last.pt)."""
     holder = lock_holder(folder)
@@ -260,6 +265,11 @@ def unfinished_state(folder: Path, status: str, steps: int = 0) -> tuple[str, st
     if status == "running":
         return "stopped", (
             "its process is gone before its first checkpoint: the same command again restarts it"
+        )
+    if status in ("interrupted", "preempted") and (folder / "checkpoints" / "last.pt").is_file():
+        return f"{status}, resumable", (
+            "stopped by a signal (preempted: SLURM's, through submitit) after a checkpoint: the "
+            "same command (or sweep) again resumes it from checkpoints/last.pt"
         )
     return status, f"run is {status}, not finished"
 
@@ -302,7 +312,8 @@ def load_run(folder: Path, include_diverged: bool = False) -> Run | Excluded:
         if not value:
             return Excluded(folder, status, f"metrics.json has no {key!r}")
     metrics = {**record.data, "test": chosen}
-    return Run(folder, metrics, read_config(folder), evaluation_label(test))
+    own = chosen == record.data.get("test")  # vgp-train's own test, not one of `evaluations`
+    return Run(folder, metrics, read_config(folder), evaluation_label(test, own))
 
 
 def structure_of(folder: Path, record: RunRecord) -> str | None:

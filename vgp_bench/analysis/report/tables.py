@@ -318,7 +318,8 @@ def excluded_table(excluded: Sequence[Excluded], diverged: bool = False) -> Tabl
         notes = [
             "Runs not finished (running: a live process holds its lock; stopped: its process is "
             "gone, resumable from its last.pt; unfinished: recorded at some step without a "
-            "checkpoint, as a study's snapshot is; interrupted), failed, unevaluated or unreadable "
+            "checkpoint, as a study's snapshot is; interrupted or preempted by a signal, "
+            "resumable from its checkpoint), failed, unevaluated or unreadable "
             "runs, Hydra run folders without metrics.json, and copies: folders holding a run "
             "already counted (the same run_id, or the same setting and seed), each row "
             "counting a run and a seed once."

@@ -20,7 +20,7 @@ from vgp_bench.run.loggers.tensorboard import hparam_values
 RUN_FILE = "mlflow_run.json"  # in the run folder: the MLflow run a resume continues
 PARAM_LENGTH = 500  # MLflow's oldest limit on a param's value (newer servers take more)
 BATCH_PARAMS, BATCH_METRICS = 100, 1000  # log_batch's limits per request
-STATUS = {"finished": "FINISHED", "interrupted": "KILLED"}  # any other end: FAILED
+STATUS = {"finished": "FINISHED", "interrupted": "KILLED", "preempted": "KILLED"}  # else FAILED
 
 
 def local_store(run_dir: Path) -> str:

@@ -1,0 +1,9 @@
+"""`hydra.sweeper` of vgp-train: see vgp_bench.run.sweep."""
+
+from __future__ import annotations
+
+from vgp_bench.run import sweep
+
+
+class ReportingSweeper(sweep.ReportingSweeper):
+    """Hydra's basic sweeper, ending with one line per job that did not finish and exit 1."""
