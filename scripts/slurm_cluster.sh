@@ -69,7 +69,9 @@ wait_for() {
   shift 2
   while ((SECONDS < deadline)); do
     timeout 10 "$@" >/dev/null 2>&1 && return 0
-    alive "$what" || die "$what exited; see $DIR/log/$what.*"
+    # the PID alone: just after `start`, the child may not have exec'd the daemon yet, and its
+    # command line is still this script's (a PID reused within these seconds is not a worry)
+    running "$(cat "$(pid_file "$what")" 2>/dev/null)" || die "$what exited; see $DIR/log/$what.*"
     sleep 0.2
   done
   die "$what not ready in time; see $DIR/log/$what.*"

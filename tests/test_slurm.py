@@ -218,17 +218,18 @@ def test_a_job_preempted_by_usr2_is_requeued_and_resumes_exactly(tmp_path: Path)
 
 
 def test_a_timed_out_job_is_requeued_and_resumes_exactly(tmp_path: Path) -> None:
-    """A real time limit of 1 minute on a run that needs far more: SLURM signals USR2
-    signal_delay_s before it (its check runs every 30 s or so: 20 to 50 s in), submitit counts
-    a timeout and requeues the job once (max_num_timeout=1), the requeued job resumes from the
-    signal's checkpoint and times out again, not requeued. Its parameters then equal those of
-    an uninterrupted run to the same step."""
+    """A real time limit of 2 minutes on a run that needs far more: SLURM signals USR2
+    signal_delay_s before it (its check runs every 30 s or so: 80 to 110 s in, after the run's
+    start-up even on a loaded machine, where 1 minute signalled some starts before the run
+    folder existed), submitit counts a timeout and requeues the job once (max_num_timeout=1),
+    the requeued job resumes from the signal's checkpoint and times out again, not requeued.
+    Its parameters then equal those of an uninterrupted run to the same step."""
     sweep_dir = tmp_path / "sweep"
     endless = [*LONG, "trainer.max_steps=1000000", "trainer.epochs=100000"]
     process = start_sweep(
         sweep_dir,
         *endless,
-        "hydra.launcher.timeout_min=1",
+        "hydra.launcher.timeout_min=2",
         "hydra.launcher.signal_delay_s=40",
         "hydra.launcher.max_num_timeout=1",
     )
