@@ -24,11 +24,13 @@ source "$(dirname "$0")/common.sh"
 
 study_setup calibrated
 
-# name | overrides
+# name | overrides; the VGP rows record the head's statistics after every epoch on 100
+# validation images (the protocol sets none; an operational key, which a resume may add)
+statistics="trainer.diagnostics_examples=100"
 runs() {
   echo "burda_dlgm1_vae_s1|experiment=burda_dlgm1_vae seed=1"
-  echo "burda_dlgm1_vgp_control_s0|experiment=burda_dlgm1_vgp_control seed=0"
-  echo "burda_dlgm1_vgp_s0|experiment=burda_dlgm1_vgp seed=0"
+  echo "burda_dlgm1_vgp_control_s0|experiment=burda_dlgm1_vgp_control seed=0 $statistics"
+  echo "burda_dlgm1_vgp_s0|experiment=burda_dlgm1_vgp seed=0 $statistics"
   echo "burda_dlgm2_vae_s0|experiment=burda_dlgm2_vae seed=0"
 }
 

@@ -184,6 +184,7 @@ class MeanFieldScale(nn.Module):
     ) -> None:
         super().__init__()
         self.min_scale = min_scale
+        self.noise_ratio = float(noise_ratio)  # sigma / s(h), read by the tied scale
         self.scale_link = scale_link  # of a sigma(h) made from the features
 
     def from_features(self, features: Tensor) -> Tensor | None:
@@ -236,17 +237,6 @@ class TiedScale(MeanFieldScale):
     """sigma = `noise_ratio` s(h) (`mean_field_scale=tied`, identity prior mean): the spread of
     z always passes through xi, so the VGP cannot become a mean-field Gaussian by moving the
     variance from s(h) to sigma(h)."""
-
-    def __init__(
-        self,
-        features: int,
-        z_dim: int,
-        noise_ratio: float,
-        min_scale: float,
-        scale_link: str = "softplus",
-    ) -> None:
-        super().__init__(features, z_dim, noise_ratio, min_scale, scale_link)
-        self.noise_ratio = float(noise_ratio)
 
     def after_prior_mean(self, data: VariationalData) -> None:
         assert data.warp_scale is not None, "mean_field_scale=tied needs prior_mean=identity"
