@@ -95,7 +95,7 @@ report() {
   for folder in "$study_dir"/draw_*/; do
     name=$(basename "$folder")
     [[ -d $results_dir/runs/$name ]] || continue
-    for figure in samples.png reconstructions.png canvas_steps.png; do
+    for figure in {samples,reconstructions,canvas_steps}.{png,pdf}; do
       [[ -f $folder/$figure ]] && cp "$folder/$figure" "$results_dir/runs/$name/"
     done
   done
