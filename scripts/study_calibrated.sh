@@ -40,7 +40,8 @@ train() {
 
 report() {
   collect_and_report burda_ "$results_dir"
-  run_python scripts/paired_differences.py "$study_dir" "$results_dir/paired_differences.json"
+  run_python scripts/paired_differences.py "$study_dir" "$results_dir/paired_differences.json" \
+    --across-seeds  # the rows have one seed each: the VAE's seed 1 pairs with the VGP's seed 0
   run_python scripts/study_progress.py "$results_dir/runs" >"$results_dir/progress.md"
 }
 

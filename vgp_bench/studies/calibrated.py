@@ -14,6 +14,7 @@ from vgp_bench.analysis.report.paper import PAPER
 from vgp_bench.schedules import stage_of_epoch
 from vgp_bench.studies import runs
 from vgp_bench.studies.cells import MISSING, difference_cell, number, share_cell, signed, table
+from vgp_bench.studies.differences import paired_run_values
 from vgp_bench.studies.study import Study
 
 CALIBRATED = "calibrated"
@@ -127,7 +128,28 @@ def difference_words(a: Row, b: Row, question: str, paper: float | None) -> str:
             f"(standard deviation {spread:.2f} nats over its {len(tested(VAE))} seeds)"
         )
     against = f"; the paper: {signed(paper)}" if paper is not None else ""
-    return f"- **{question}** {signed(diff)} nats: {seeds}{against}."
+    return f"- **{question}** {signed(diff)} nats: {seeds}{against}.{paired_words(a, b)}"
+
+
+def paired_words(a: Row, b: Row) -> str:
+    """The differences of a's and b's tested runs paired over the test images, where both
+    per-example files were kept (paired_differences.json), in a sentence; empty if none."""
+    found = []
+    for first_study, first, first_test in tested(a):
+        for second_study, second, second_test in tested(b):
+            if first_study != CALIBRATED or second_study != CALIBRATED:
+                continue  # the calibration study's VAE kept no per-example file
+            paired = paired_run_values(
+                CALIBRATED, (first, second), (first_test, second_test), "nll"
+            )
+            if paired is not None:
+                found.append(f"`{first}` - `{second}` {difference_cell(*paired, digits=3)}")
+    if not found:
+        return ""
+    return (
+        f" Paired over the test images: {'; '.join(found)} (the test images' noise alone, "
+        "for these seeds)."
+    )
 
 
 def calibrated_answer() -> str:

@@ -14,6 +14,7 @@ from vgp_bench.analysis.report.runs import RunRecord, tests_at_current_step
 from vgp_bench.analysis.standard_error import mean_and_standard_error
 from vgp_bench.studies import runs
 from vgp_bench.studies.cells import difference_cell
+from vgp_bench.studies.paired_differences import pair_runs
 
 NO_PAIR = "— (no stored pair of per-example files)"  # not kept, other data or images, or
 # not computed while both files were there
@@ -68,18 +69,26 @@ def paired_values(
 ) -> tuple[float, float] | None:
     """Row a minus row b (`rows`) of one seed between the evaluations `tests` and its standard
     error paired over the test images, from paired_differences.json (None: no pair)."""
+    first, second = (f"{name}_s{seed}" for name in rows)
+    return paired_run_values(study, (first, second), tests, key)
+
+
+def paired_run_values(
+    study: str, names: tuple[str, str], tests: tuple[dict, dict], key: str
+) -> tuple[float, float] | None:
+    """Run a minus run b (`names`, of any seeds) between the evaluations `tests` and its
+    standard error paired over the test images, from paired_differences.json (None: no pair)."""
     files = [test.get("per_example_file") for test in tests]
-    names = [f"{name}_s{seed}" for name in rows]
     run_ids = [
         runs.load(study, run).get("run_id") if runs.has_run(study, run) else None for run in names
     ]
     for pair in runs.read_json(study, "paired_differences.json"):
-        if pair["seed"] != seed or key not in pair:
+        if key not in pair:
             continue
-        stored = pair.get("run_ids") or [None, None]
-        if [pair["first"], pair["second"]] == list(rows) and pair["files"] == files:
+        stored, compared = pair.get("run_ids") or [None, None], list(pair_runs(pair))
+        if compared == list(names) and pair["files"] == files:
             sign, theirs = 1.0, stored
-        elif [pair["second"], pair["first"]] == list(rows) and pair["files"] == files[::-1]:
+        elif compared[::-1] == list(names) and pair["files"] == files[::-1]:
             sign, theirs = -1.0, stored[::-1]
         else:
             continue

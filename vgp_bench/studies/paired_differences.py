@@ -11,6 +11,8 @@ never committed). A pair OUT already holds that cannot be measured again, becaus
 per-example files is gone while both runs' records still name them as their current tests, is
 kept as it is. Seeds differ in more than the test images, so a paired standard error says how
 precisely one seed's difference is measured, not how much it would change with another seed.
+With `--across-seeds` two rows' runs of different seeds are paired too (a study whose rows have
+one seed each, not the same one): such a pair names the second run's seed (`second_seed`).
 
     .venv/bin/python scripts/paired_differences.py outputs/studies/convergence \
         results/convergence/paired_differences.json
@@ -90,21 +92,29 @@ def test_pairs(first: tuple[Path, RunRecord], second: tuple[Path, RunRecord]) ->
     return pairs
 
 
-def study_pairs(study_dir: Path) -> list[dict[str, Any]]:
-    """Every paired difference of the study: two rows, one seed, tests of the same binary test
-    images and S with both per-example files kept."""
+def study_pairs(study_dir: Path, across_seeds: bool = False) -> list[dict[str, Any]]:
+    """Every paired difference of the study: two rows, one seed (any two seeds with
+    `across_seeds`), tests of the same binary test images and S with both per-example files
+    kept."""
     runs = current_tests(study_dir)
     pairs = []
     for (first_key, first), (second_key, second) in itertools.combinations(
         sorted(runs.items(), key=lambda item: item[0]), 2
     ):
-        if first_key[1] != second_key[1]:
+        if first_key[0] == second_key[0] or (first_key[1] != second_key[1] and not across_seeds):
             continue
+        seeds: dict[str, int] = {"seed": first_key[1]}
+        if second_key[1] != first_key[1]:
+            seeds["second_seed"] = second_key[1]
         for pair in test_pairs(first, second):
-            pairs.append(
-                {"first": first_key[0], "second": second_key[0], "seed": first_key[1], **pair}
-            )
+            pairs.append({"first": first_key[0], "second": second_key[0], **seeds, **pair})
     return pairs
+
+
+def pair_runs(pair: dict[str, Any]) -> tuple[str, str]:
+    """The run names a stored pair compares, first and second."""
+    second_seed = pair.get("second_seed", pair["seed"])
+    return f"{pair['first']}_s{pair['seed']}", f"{pair['second']}_s{second_seed}"
 
 
 def kept_pairs(out: Path, study_dir: Path) -> list[dict[str, Any]]:
@@ -114,7 +124,7 @@ def kept_pairs(out: Path, study_dir: Path) -> list[dict[str, Any]]:
     with the runs' run_ids (taken from their records where a pair stored before had none)."""
     kept = []
     for pair in json.loads(out.read_text()) if out.is_file() else []:
-        folders = [study_dir / f"{run}_s{pair['seed']}" for run in (pair["first"], pair["second"])]
+        folders = [study_dir / run for run in pair_runs(pair)]
         known = pair.get("run_ids") or [None, None]
         if stored_pair_stands(list(zip(folders, pair["files"], known, strict=True))):
             kept.append(
@@ -124,15 +134,17 @@ def kept_pairs(out: Path, study_dir: Path) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write OUT from the runs of STUDY_DIR (`STUDY_DIR OUT.json`)."""
+    """Write OUT from the runs of STUDY_DIR (`STUDY_DIR OUT.json [--across-seeds]`)."""
     args = sys.argv[1:] if argv is None else argv
+    across_seeds = "--across-seeds" in args
+    args = [arg for arg in args if arg != "--across-seeds"]
     if len(args) != 2:
-        print("usage: paired_differences.py STUDY_DIR OUT.json", file=sys.stderr)
+        print("usage: paired_differences.py STUDY_DIR OUT.json [--across-seeds]", file=sys.stderr)
         return 2
     study_dir, out = (Path(arg) for arg in args)
     pairs = sorted(
-        study_pairs(study_dir) + kept_pairs(out, study_dir),
-        key=lambda pair: (pair["first"], pair["seed"], pair["second"]),
+        study_pairs(study_dir, across_seeds) + kept_pairs(out, study_dir),
+        key=lambda pair: (pair["first"], pair["seed"], pair["second"], pair.get("second_seed", -1)),
     )
     out.write_text(json.dumps(pairs, indent=1) + "\n")
     print(f"{out}: {len(pairs)} paired difference(s)")
