@@ -18,14 +18,14 @@ from omegaconf import OmegaConf
 from tests.helpers import TINY, compose_config
 from vgp_bench.errors import ConfigError
 from vgp_bench.gp import cholesky_with_jitter
-from vgp_bench.run.build import build_components
-from vgp_bench.run.checkpoint import load_checkpoint
-from vgp_bench.run.compilation import compile_mode
-from vgp_bench.run.distributed import DistributedContext
-from vgp_bench.run.evaluate import evaluate_components
-from vgp_bench.run.runtime import limit_gpu_memory, resolve_device
-from vgp_bench.run.train import train
-from vgp_bench.run.trainer import Trainer
+from vgp_bench.run.commands.train import train
+from vgp_bench.run.folder.checkpoint import load_checkpoint
+from vgp_bench.run.loop.build import build_components
+from vgp_bench.run.loop.compilation import compile_mode
+from vgp_bench.run.loop.evaluate import evaluate_components
+from vgp_bench.run.loop.trainer import Trainer
+from vgp_bench.run.process.distributed import DistributedContext
+from vgp_bench.run.process.runtime import limit_gpu_memory, resolve_device
 
 DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
 SMALL_VGP = ["inference=vgp", "inference.variational_data_size=8"]

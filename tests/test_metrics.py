@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import REPO
-from vgp_bench.run.checkpoint import RunState
-from vgp_bench.run.metrics import (
+from vgp_bench.run.folder.checkpoint import RunState
+from vgp_bench.run.folder.metrics import (
     EpochRecord,
     Evaluation,
     NotAnObjectError,
@@ -93,7 +93,7 @@ def test_unknown_keys_and_non_objects_are_refused(tmp_path: Path) -> None:
 
 
 def test_the_printed_summary_names_the_split_evaluated() -> None:
-    from vgp_bench.run.evaluate import format_summary
+    from vgp_bench.run.loop.evaluate import format_summary
 
     summary = {
         "nll": 89.03,

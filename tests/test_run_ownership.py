@@ -14,9 +14,9 @@ from omegaconf import OmegaConf
 from tests.helpers import compose_config
 from tests.test_trust import QUICK, cli, error_lines, pre_start, snapshot
 from vgp_bench.errors import RunFolderError
-from vgp_bench.run.checkpoint import load_checkpoint
-from vgp_bench.run.eval_command import evaluate_checkpoint
-from vgp_bench.run.train import train
+from vgp_bench.run.commands.eval_command import evaluate_checkpoint
+from vgp_bench.run.commands.train import train
+from vgp_bench.run.folder.checkpoint import load_checkpoint
 
 EVAL = OmegaConf.create({"is_samples": 2})
 

@@ -18,35 +18,35 @@ from omegaconf import DictConfig, OmegaConf
 from vgp_bench.data_identity import data_changes, data_identity, describe_changes
 from vgp_bench.errors import MissingDataError
 from vgp_bench.locations import CONFIG_DIR
-from vgp_bench.run.build import checkpoint_config, components_from_checkpoint
-from vgp_bench.run.checkpoint import load_checkpoint
-from vgp_bench.run.distributed import DistributedContext
-from vgp_bench.run.evaluate import (
-    evaluate_components,
-    evaluation_journal,
-    format_summary,
-)
-from vgp_bench.run.failures import USER_ERRORS, log_failure, print_error
-from vgp_bench.run.folder_checks import refuse_misplaced_entries
-from vgp_bench.run.host_memory import keep_freed_memory
-from vgp_bench.run.metrics import Evaluation, read_record, write_record
-from vgp_bench.run.run_folder import (
+from vgp_bench.run.folder.checkpoint import load_checkpoint
+from vgp_bench.run.folder.folder_checks import refuse_misplaced_entries
+from vgp_bench.run.folder.metrics import Evaluation, read_record, write_record
+from vgp_bench.run.folder.run_folder import (
     check_record,
     claimed,
     clear_orphans,
     refuse_if_locked,
     refuse_links,
 )
-from vgp_bench.run.run_identity import refuse_foreign_checkpoint, refuse_nested
-from vgp_bench.run.runtime import apply_threads
-from vgp_bench.run.settings import check_added_keys, check_eval_settings, eval_command_keys
-from vgp_bench.run.signals import (
+from vgp_bench.run.folder.run_identity import refuse_foreign_checkpoint, refuse_nested
+from vgp_bench.run.loop.build import checkpoint_config, components_from_checkpoint
+from vgp_bench.run.loop.evaluate import (
+    evaluate_components,
+    evaluation_journal,
+    format_summary,
+)
+from vgp_bench.run.process.distributed import DistributedContext
+from vgp_bench.run.process.failures import USER_ERRORS, log_failure, print_error
+from vgp_bench.run.process.host_memory import keep_freed_memory
+from vgp_bench.run.process.runtime import apply_threads
+from vgp_bench.run.process.signals import (
     EvaluationInterrupted,
     exit_status,
     interruptible,
     run_command,
     stop_signals,
 )
+from vgp_bench.run.settings import check_added_keys, check_eval_settings, eval_command_keys
 
 # How vgp-eval goes on when the run folder is busy (it writes into the run's own folder).
 EVAL_BUSY_ADVICE = "or evaluate a copy of the run folder"

@@ -9,13 +9,13 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from vgp_bench.analysis.diagnostics import head_diagnostics
-from vgp_bench.run.build import Components
-from vgp_bench.run.distributed import DistributedContext
-from vgp_bench.run.eval_journal import EvaluationJournal
-from vgp_bench.run.evaluate import evaluate_components
-from vgp_bench.run.metrics import EpochEvaluation, Evaluation
-from vgp_bench.run.runtime import make_generator
+from vgp_bench.diagnostics import head_diagnostics
+from vgp_bench.run.folder.eval_journal import EvaluationJournal
+from vgp_bench.run.folder.metrics import EpochEvaluation, Evaluation
+from vgp_bench.run.loop.build import Components
+from vgp_bench.run.loop.evaluate import evaluate_components
+from vgp_bench.run.process.distributed import DistributedContext
+from vgp_bench.run.process.runtime import make_generator
 
 
 def validation_bound(parts: Components, cfg: DictConfig, context: DistributedContext) -> float:

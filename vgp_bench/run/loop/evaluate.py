@@ -17,17 +17,17 @@ from omegaconf import DictConfig
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from vgp_bench.analysis.diagnostics import auxiliary_gap, evaluation_mode
 from vgp_bench.data.base import ImageSplit
+from vgp_bench.diagnostics import auxiliary_gap, evaluation_mode
 from vgp_bench.errors import ConfigError
 from vgp_bench.estimators import chunked_estimate
 from vgp_bench.files import atomic_file
 from vgp_bench.models.base import LatentVariableModel
-from vgp_bench.run.build import Components
-from vgp_bench.run.distributed import DistributedContext
-from vgp_bench.run.eval_journal import EvaluationJournal, weights_sha256
-from vgp_bench.run.metrics import Evaluation
-from vgp_bench.run.runtime import code_version, make_generator
+from vgp_bench.run.folder.eval_journal import EvaluationJournal, weights_sha256
+from vgp_bench.run.folder.metrics import Evaluation
+from vgp_bench.run.loop.build import Components
+from vgp_bench.run.process.distributed import DistributedContext
+from vgp_bench.run.process.runtime import code_version, make_generator
 
 # An IS estimate may dip below the bound by Monte Carlo noise; flag it past this many nats.
 BELOW_BOUND_TOLERANCE = 0.05

@@ -12,35 +12,39 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from vgp_bench.analysis.images import save_run_figures
 from vgp_bench.errors import ConfigError
-from vgp_bench.run.build import Components
-from vgp_bench.run.checkpoint import (
-    RunState,
-    load_checkpoint,
+from vgp_bench.figures.images import save_run_figures
+from vgp_bench.run.folder.checkpoint import RunState, load_checkpoint
+from vgp_bench.run.folder.metrics import EpochRecord, Evaluation
+from vgp_bench.run.folder.run_folder import RunFolder, RunPlan
+from vgp_bench.run.loggers import RunLogger
+from vgp_bench.run.loop.build import Components
+from vgp_bench.run.loop.early_stopping import EARLY_STOPPING, EarlyStopping, checkpoint_to_test
+from vgp_bench.run.loop.epoch_evaluation import (
+    epoch_test,
+    final_test,
+    head_statistics,
+    validation_bound,
+)
+from vgp_bench.run.loop.evaluate import evaluation_journal
+from vgp_bench.run.loop.nonfinite import NonFinitePolicy, check_finite_parameters
+from vgp_bench.run.loop.step import TrainingStep
+from vgp_bench.run.loop.training_checkpoint import (
     load_initial_model,
     restore_training,
     training_checkpoint,
 )
-from vgp_bench.run.distributed import DistributedContext
-from vgp_bench.run.early_stopping import EARLY_STOPPING, EarlyStopping, checkpoint_to_test
-from vgp_bench.run.epoch_evaluation import epoch_test, final_test, head_statistics, validation_bound
-from vgp_bench.run.evaluate import evaluation_journal
-from vgp_bench.run.failures import USER_ERRORS, log_failure
-from vgp_bench.run.loggers import RunLogger
-from vgp_bench.run.metrics import EpochRecord, Evaluation
-from vgp_bench.run.nonfinite import NonFinitePolicy, check_finite_parameters
-from vgp_bench.run.run_folder import RunFolder, RunPlan
-from vgp_bench.run.runtime import make_generator
-from vgp_bench.run.settings import check_train_settings
-from vgp_bench.run.signals import (
+from vgp_bench.run.loop.training_scalars import LoggingWindow
+from vgp_bench.run.process.distributed import DistributedContext
+from vgp_bench.run.process.failures import USER_ERRORS, log_failure
+from vgp_bench.run.process.runtime import make_generator
+from vgp_bench.run.process.signals import (
     EvaluationInterrupted,
     StopRequest,
     interruptible,
     stop_signals,
 )
-from vgp_bench.run.step import TrainingStep
-from vgp_bench.run.writer import LoggingWindow
+from vgp_bench.run.settings import check_train_settings
 
 
 class Trainer:
