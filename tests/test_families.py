@@ -22,6 +22,7 @@ from vgp_bench.inference.hvi import HVIHead, leapfrog_trajectory
 from vgp_bench.inference.mean_field import MeanFieldHead
 from vgp_bench.inference.planar_flow import PlanarFlowHead, constrained_direction, planar_map
 from vgp_bench.locations import group_options
+from vgp_bench.run.folder.metrics import Evaluation
 from vgp_bench.run.loop.step import BoundObjective
 from vgp_bench.run.process.runtime import build
 
@@ -373,7 +374,7 @@ def test_validation_bound_is_the_training_objective(objective, expected, tmp_pat
     cfg = compose_config([*TINY, f"trainer.objective={objective}", "trainer.image_every=0"])
     trainer = Trainer(cfg, tmp_path, build_components(cfg))
     monkeypatch.setattr(
-        epoch_evaluation, "evaluate_components", lambda *a, **k: {"nll": 1.0, "bound_nll": 2.0}
+        epoch_evaluation, "evaluate_components", lambda *a, **k: Evaluation(nll=1.0, bound_nll=2.0)
     )
     trainer.end_of_epoch()
     assert trainer.state.history[-1]["valid_bound"] == expected

@@ -103,6 +103,7 @@ def test_the_printed_summary_names_the_split_evaluated() -> None:
         "is_samples": 5000,
         "n_examples": 400,
     }
-    assert format_summary({**summary, "split": "valid"}).splitlines()[1].split()[0] == "valid"
-    assert format_summary(summary).splitlines()[1].split()[0] == "test"  # older records
-    assert format_summary(summary, "final").splitlines()[1].split()[0] == "final"
+    valid = Evaluation({**summary, "split": "valid"})
+    assert format_summary(valid).splitlines()[1].split()[0] == "valid"
+    assert format_summary(Evaluation(summary)).splitlines()[1].split()[0] == "test"  # older
+    assert format_summary(Evaluation(summary), "final").splitlines()[1].split()[0] == "final"

@@ -33,6 +33,7 @@ from vgp_bench.run.commands.train import train
 from vgp_bench.run.folder import run_folder as run_folder_module
 from vgp_bench.run.folder.checkpoint import load_checkpoint, save_checkpoint, write_json
 from vgp_bench.run.folder.eval_journal import EvaluationJournal
+from vgp_bench.run.folder.metrics import Evaluation
 from vgp_bench.run.folder.run_folder import RunFolderError, acquire_lock, refuse_if_locked
 from vgp_bench.run.loop import epoch_evaluation as epoch_evaluation_module
 from vgp_bench.run.loop.build import build_components
@@ -463,7 +464,8 @@ def signal_during(monkeypatch: pytest.MonkeyPatch, split: str) -> dict[str, int]
     sent = {"count": 0}
 
     def evaluate(*args, **kwargs):
-        if (kwargs.get("split_name") or "test") == split and not sent["count"]:
+        request = kwargs.get("request") or args[-1]
+        if (request.split or "test") == split and not sent["count"]:
             sent["count"] += 1
             os.kill(os.getpid(), signal.SIGTERM)  # the handler raises before the next line
         return real(*args, **kwargs)
@@ -589,7 +591,7 @@ def test_vgp_eval_adds_evaluations_and_the_report_uses_the_most_precise(
     metrics = metrics_of(run_dir)
     assert metrics["test"] == recorded  # the run's own result is never replaced
     assert [e["is_samples"] for e in metrics["evaluations"]] == [2, 16]
-    assert quick["n_examples"] == 5 and precise["n_examples"] == 16
+    assert quick.n_examples == 5 and precise.n_examples == 16
     assert all(e["step"] == 8 and e["run_steps"] == 8 for e in metrics["evaluations"])
     log = (run_dir / "eval.log").read_text()
     assert "evaluating" in log and "result" in log
@@ -607,7 +609,7 @@ def test_vgp_eval_adds_evaluations_and_the_report_uses_the_most_precise(
                 "steps": 8,
                 "dataset": {"split_sizes": {"test": 16}},
                 "test": recorded,
-                "evaluations": [{**quick, "is_samples": 1000}],
+                "evaluations": [{**quick.to_json(), "is_samples": 1000}],
             }
         )
         == recorded
@@ -621,7 +623,7 @@ def test_a_stopped_vgp_eval_resumes_after_its_finished_batches_with_the_same_num
     shutil.copytree(tmp_path / "straight", tmp_path / "stopped")
     settings = OmegaConf.create({"is_samples": 8, "batch_size": 4, "chunk_size": 3})
 
-    def evaluate(folder: str, **changes: object) -> dict:
+    def evaluate(folder: str, **changes: object) -> Evaluation:
         checkpoint = str(tmp_path / folder / "checkpoints" / "last.pt")
         return evaluate_checkpoint(checkpoint, OmegaConf.merge(settings, changes), "cpu")
 
@@ -644,9 +646,9 @@ def test_a_stopped_vgp_eval_resumes_after_its_finished_batches_with_the_same_num
     log = (tmp_path / "stopped" / "eval.log").read_text()
     assert "batches (8 examples) done" in log  # two batches of four
     for key in ("nll", "bound_nll", "bound_gap", "pareto_k_mean", "n_examples"):
-        assert resumed[key] == straight[key], key
+        assert resumed.to_json()[key] == straight.to_json()[key], key
     assert len(journals()) == 1  # recorded in metrics.json, its journal is gone; seed 5 stays
-    assert evaluate("stopped", seed=5)["nll"] == evaluate("straight", seed=5)["nll"]
+    assert evaluate("stopped", seed=5).nll == evaluate("straight", seed=5).nll
     assert not journals()
 
     # a journal that does not check out (torn, or contents that do not fit) is ignored
@@ -654,10 +656,10 @@ def test_a_stopped_vgp_eval_resumes_after_its_finished_batches_with_the_same_num
     (journal,) = journals()
     saved = torch.load(journal, weights_only=True)
     torch.save({**saved, "batches_done": 9}, journal)  # more batches than the split has
-    assert evaluate("stopped")["nll"] == straight["nll"]
+    assert evaluate("stopped").nll == straight.nll
     stop_after(2, {})
     journal.write_bytes(b"half a journal")
-    assert evaluate("stopped")["nll"] == straight["nll"]
+    assert evaluate("stopped").nll == straight.nll
     log = (tmp_path / "stopped" / "eval.log").read_text()
     assert "does not fit 16 examples" in log and "unreadable" in log
     assert not journals()
@@ -675,7 +677,7 @@ def test_a_failed_journal_write_does_not_stop_the_evaluation(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("vgp_bench.run.folder.eval_journal.torch.save", full_disk)
-    assert evaluate_checkpoint(checkpoint, settings, "cpu")["nll"] == expected["nll"]
+    assert evaluate_checkpoint(checkpoint, settings, "cpu").nll == expected.nll
     assert "could not write the evaluation journal" in (tmp_path / "eval.log").read_text()
 
 

@@ -100,7 +100,7 @@ def _hydra_main(cfg: DictConfig) -> JobOutcome:
         dataset = record.dataset
         name = None if dataset is None else dataset.name
         print(f"\n{record.model} + {record.inference} on {name} ({run_dir})")
-        print(format_summary(record.test.data))
+        print(format_summary(record.test))
     print(f"vgp-train: {outcome(record)}", file=sys.stderr)
     return JobOutcome(str(run_dir), str(record.status), "")
 

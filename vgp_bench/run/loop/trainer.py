@@ -15,7 +15,7 @@ from tqdm import tqdm
 from vgp_bench.errors import ConfigError
 from vgp_bench.figures.images import save_run_figures
 from vgp_bench.run.folder.checkpoint import RunState, load_checkpoint
-from vgp_bench.run.folder.metrics import EpochRecord, Evaluation
+from vgp_bench.run.folder.metrics import EpochRecord
 from vgp_bench.run.folder.run_folder import RunFolder, RunPlan
 from vgp_bench.run.loggers import RunLogger
 from vgp_bench.run.loop.build import Components
@@ -257,13 +257,15 @@ class Trainer:
             if not self.context.enabled and os.access(path, os.W_OK):
                 journal = evaluation_journal(self.parts, self.cfg.eval, path, self.log)
             trained = step * int(self.trainer_cfg.batch_size)
-            summary = final_test(self.parts, self.cfg, self.context, path, journal, trained)
-            if summary.get("aux_gap_skipped"):
-                self.log.info("%s", summary["aux_gap_skipped"])
-            self.folder.record.test = Evaluation({**summary, "step": step, **tested})
+            test = final_test(self.parts, self.cfg, self.context, path, journal, trained)
+            if test.aux_gap_skipped:
+                self.log.info("%s", test.aux_gap_skipped)
             config = OmegaConf.to_container(self.cfg, resolve=True)
             assert isinstance(config, dict)
-            self.loggers.log_test_result(config, summary, step)
+            self.loggers.log_test_result(config, test.to_json(), step)  # the estimates alone
+            test.step = step  # the record adds which parameters were tested
+            test.update(tested)
+            self.folder.record.test = test
             if journal is not None:  # the result is in metrics.json before its journal goes
                 self.write_metrics("running")
                 journal.discard()
