@@ -1,6 +1,7 @@
-"""The package's layout: no import cycle, evaluation never imports training, the report stays
-light, the non-finite policy is the same for training and black-box fitting, and every document
-the project refers to is in the repository."""
+"""The package's layout: no import cycle, evaluation never imports training, the runner imports
+nothing above it and its rooms import only downwards, the report stays light, the non-finite
+policy is the same for training and black-box fitting, and every document the project refers to
+is in the repository."""
 
 from __future__ import annotations
 
