@@ -29,11 +29,11 @@ from typing import Any
 import torch
 
 from vgp_bench.benchmarks import floors, overhead, plain_vae, vgp_step
-from vgp_bench.run.build import build_components
-from vgp_bench.run.evaluate import estimate_split
-from vgp_bench.run.host_memory import keep_freed_memory
-from vgp_bench.run.runtime import code_version, compose_config, make_generator
-from vgp_bench.run.trainer import Trainer
+from vgp_bench.run.loop.build import build_components
+from vgp_bench.run.loop.evaluate import estimate_split
+from vgp_bench.run.loop.trainer import Trainer
+from vgp_bench.run.process.host_memory import keep_freed_memory
+from vgp_bench.run.process.runtime import code_version, compose_config, make_generator
 
 REPO = Path(__file__).resolve().parent.parent
 TINY_SIZES = False  # set by --tiny

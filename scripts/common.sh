@@ -59,7 +59,7 @@ train_run() {  # name|overrides EXTRA...
   fi
   echo "study: training $name in $folder"
   # shellcheck disable=SC2086
-  run_tool vgp-train vgp_bench.run.train $overrides "$@" trainer.progress=false \
+  run_tool vgp-train vgp_bench.run.commands.train $overrides "$@" trainer.progress=false \
     "hydra.run.dir=$folder" >"$folder.stdout.log" 2>&1 || echo "study: $name stopped (see $folder.stdout.log)"
 }
 

@@ -23,7 +23,7 @@ sweep_dir=${SWEEP_DIR:-multirun/table1/$(date +%Y-%m-%d_%H-%M-%S)}
 
 mkdir -p "$sweep_dir"
 status=0  # a failed run must not hide the table: report first, then fail
-run_tool vgp-train vgp_bench.run.train -m \
+run_tool vgp-train vgp_bench.run.commands.train -m \
   "experiment=$experiments" "seed=${SEEDS:-0,1,2}" "hydra.sweep.dir=$sweep_dir" "$@" || status=$?
 
 run_tool vgp-report vgp_bench.analysis.report "$sweep_dir" | tee "$sweep_dir/report.md"

@@ -26,7 +26,7 @@ sweep_dir=${SWEEP_DIR:-multirun/table2/$(date +%Y-%m-%d_%H-%M-%S)}
 
 mkdir -p "$sweep_dir"
 status=0  # a failed run must not hide the table: report first, then fail
-run_tool vgp-train vgp_bench.run.train -m \
+run_tool vgp-train vgp_bench.run.commands.train -m \
   "experiment=table2_draw_vae,table2_draw_vgp" "seed=${SEEDS:-0,1,2}" \
   "hydra.sweep.dir=$sweep_dir" "$@" || status=$?
 

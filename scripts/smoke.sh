@@ -26,7 +26,7 @@ sweep() {
   local name=$1 experiments=$2
   shift 2
   echo "smoke: $name: $experiments"
-  run_tool vgp-train vgp_bench.run.train -m "experiment=$experiments" seed=0 device=cpu \
+  run_tool vgp-train vgp_bench.run.commands.train -m "experiment=$experiments" seed=0 device=cpu \
     trainer.progress=false eval.chunk_size=50 \
     "hydra.sweep.dir=$smoke_dir/$name" \
     'hydra.sweep.subdir=${hydra.job.num}_${hydra:runtime.choices.experiment}' \

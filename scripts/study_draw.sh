@@ -81,7 +81,7 @@ test_all() {
       echo "study: $name tested on the whole test set already"; continue
     fi
     echo "study: testing $name on the whole test set, S = ${SAMPLES:-1000}"
-    run_tool vgp-eval vgp_bench.run.eval_command "checkpoint=$folder/checkpoints/last.pt" \
+    run_tool vgp-eval vgp_bench.run.commands.eval_command "checkpoint=$folder/checkpoints/last.pt" \
       "eval.is_samples=${SAMPLES:-1000}" eval.subset=null eval.save_per_example=true "$cpu_eval" \
       "data_dir=$data_dir" \
       </dev/null >>"$folder.test.log" 2>&1 || echo "study: testing $name stopped (see $folder.test.log)"

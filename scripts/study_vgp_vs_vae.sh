@@ -140,7 +140,7 @@ train_one() {  # name|overrides
   mkdir -p "$study_dir"  # the output goes beside the run folder: vgp-train refuses a folder
   echo "study: training $name"  # that holds other files than a run's
   # shellcheck disable=SC2086
-  run_tool vgp-train vgp_bench.run.train $overrides "trainer.epochs=$epochs" \
+  run_tool vgp-train vgp_bench.run.commands.train $overrides "trainer.epochs=$epochs" \
     trainer.progress=false "data_dir=$data_dir" "hydra.run.dir=$folder" ${TRAIN_EXTRA:-} \
     >"$folder.stdout.log" 2>&1 || echo "study: $name stopped (see $folder.stdout.log)"
 }
@@ -155,7 +155,7 @@ eval_one() {  # name|overrides: the test set, once, on the checkpoint chosen by 
     echo "study: $name evaluated already"; return 0
   fi
   echo "study: evaluating $name"
-  run_tool vgp-eval vgp_bench.run.eval_command "checkpoint=$folder/checkpoints/best.pt" \
+  run_tool vgp-eval vgp_bench.run.commands.eval_command "checkpoint=$folder/checkpoints/best.pt" \
     eval.is_samples=5000 eval.subset=null "data_dir=$data_dir" \
     >>"$folder/eval.log" 2>&1 || echo "study: evaluating $name stopped (see $folder/eval.log)"
 }

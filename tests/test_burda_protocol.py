@@ -15,7 +15,7 @@ from vgp_bench.distributions import positive_scale
 from vgp_bench.inference.mean_field import MeanFieldHead
 from vgp_bench.models.dlgm import DLGM
 from vgp_bench.optimizers import BurdaAdam
-from vgp_bench.run.build import build_components
+from vgp_bench.run.loop.build import build_components
 from vgp_bench.schedules import burda_stages, stage_of_epoch
 
 

@@ -187,7 +187,7 @@ def test_the_declared_choices_are_those_the_code_takes() -> None:
 
     from vgp_bench.data.base import Binarization
     from vgp_bench.estimators import TRAINING_BOUNDS
-    from vgp_bench.run.compilation import COMPILE_MODES
+    from vgp_bench.run.loop.compilation import COMPILE_MODES
 
     assert accepted_names("trainer.objective") == set(TRAINING_BOUNDS)
     assert accepted_names("trainer.compile_mode") == set(COMPILE_MODES)

@@ -33,7 +33,7 @@ def test_console_script_starts(name: str, tmp_path: Path) -> None:
 def test_help_loads_no_torch_and_lists_only_the_commands_groups(tmp_path: Path) -> None:
     program = (
         "import sys; sys.argv = ['vgp-train', '--help']\n"
-        "from vgp_bench.run.commands import train\n"
+        "from vgp_bench.console_scripts import train\n"
         "try:\n    train()\nexcept SystemExit:\n    pass\n"
         "print('torch loaded' if 'torch' in sys.modules else 'no torch')\n"
     )

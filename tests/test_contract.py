@@ -16,8 +16,8 @@ from tests.helpers import CONFIG_DIR, compose_config
 from vgp_bench.estimators import bound, importance_weighted_log_likelihood, training_bound
 from vgp_bench.inference.base import build_heads
 from vgp_bench.locations import group_options
-from vgp_bench.run.runtime import build
-from vgp_bench.run.train import train
+from vgp_bench.run.commands.train import train
+from vgp_bench.run.process.runtime import build
 
 X_SHAPE = (1, 8, 8)
 # Every model and family configs/ offers (a new one is one module and one file there)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from vgp_bench.data_identity import data_changes, data_identity, describe_changes
-from vgp_bench.run.metrics import Evaluation, RunRecord
+from vgp_bench.run.folder.metrics import Evaluation, RunRecord
 
 SKETCH_INFO = {
     "name": "sketch",

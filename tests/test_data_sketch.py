@@ -32,7 +32,7 @@ from vgp_bench.data.sketch_convert import (
     stroke_mask,
 )
 from vgp_bench.errors import CorruptDataError, MissingDataError
-from vgp_bench.run.train import train
+from vgp_bench.run.commands.train import train
 
 REPO = Path(__file__).resolve().parents[1]
 CATEGORIES, PER_CATEGORY, SIZE = 3, 10, 256

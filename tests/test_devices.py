@@ -18,14 +18,14 @@ from omegaconf import OmegaConf
 from tests.helpers import TINY, compose_config
 from vgp_bench.errors import ConfigError
 from vgp_bench.gp import cholesky_with_jitter
-from vgp_bench.run.build import build_components
-from vgp_bench.run.checkpoint import load_checkpoint
-from vgp_bench.run.compilation import compile_mode
-from vgp_bench.run.distributed import DistributedContext
-from vgp_bench.run.evaluate import evaluate_components
-from vgp_bench.run.runtime import limit_gpu_memory, resolve_device
-from vgp_bench.run.train import train
-from vgp_bench.run.trainer import Trainer
+from vgp_bench.run.commands.train import train
+from vgp_bench.run.folder.checkpoint import load_checkpoint
+from vgp_bench.run.loop.build import build_components
+from vgp_bench.run.loop.compilation import compile_mode
+from vgp_bench.run.loop.evaluate import EvaluationRequest, evaluate_components
+from vgp_bench.run.loop.trainer import Trainer
+from vgp_bench.run.process.distributed import DistributedContext
+from vgp_bench.run.process.runtime import limit_gpu_memory, resolve_device
 
 DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
 SMALL_VGP = ["inference=vgp", "inference.variational_data_size=8"]
@@ -112,11 +112,12 @@ def test_the_evaluator_gives_the_same_estimate_in_any_chunking(device_name: str)
     results = []
     for chunk_size in (3, 12):
         eval_cfg = OmegaConf.merge(cfg.eval, {"chunk_size": chunk_size, "subset": 8})
-        results.append(evaluate_components(parts, eval_cfg, 12, DistributedContext()))
-    assert results[0]["n_examples"] == results[1]["n_examples"] == 8
-    assert results[0]["nll"] <= results[0]["bound_nll"] + 1.0
-    for key in ("nll", "bound_nll"):
-        assert torch.isfinite(torch.tensor(results[0][key]))
+        request = EvaluationRequest(12)
+        results.append(evaluate_components(parts, eval_cfg, DistributedContext(), request))
+    assert results[0].n_examples == results[1].n_examples == 8
+    assert results[0].nll <= results[0].bound_nll + 1.0
+    for value in (results[0].nll, results[0].bound_nll):
+        assert torch.isfinite(torch.tensor(value))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")

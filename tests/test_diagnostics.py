@@ -9,10 +9,10 @@ import pytest
 from torch import nn
 
 from tests.helpers import TINY, compose_config
-from vgp_bench.analysis.diagnostics import evaluation_mode
 from vgp_bench.analysis.report import main as report_main
 from vgp_bench.analysis.report import validation_curves
-from vgp_bench.run.train import train
+from vgp_bench.diagnostics import evaluation_mode
+from vgp_bench.run.commands.train import train
 
 TINY_VGP = [
     *[option for option in TINY if not option.startswith("inference=")],

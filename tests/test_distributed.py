@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from tests.helpers import REPO, TINY
-from vgp_bench.run.checkpoint import load_checkpoint
+from vgp_bench.run.folder.checkpoint import load_checkpoint
 
 COMMON = [
     *TINY,
@@ -38,7 +38,7 @@ def test_two_gloo_ranks_match_one_process_with_the_full_batch(tmp_path: Path) ->
             "--standalone",
             "--nproc_per_node=2",
             "-m",
-            "vgp_bench.run.train",
+            "vgp_bench.run.commands.train",
             *COMMON,
             f"hydra.run.dir={tmp_path / 'ddp'}",
         ],
@@ -48,7 +48,7 @@ def test_two_gloo_ranks_match_one_process_with_the_full_batch(tmp_path: Path) ->
         [
             sys.executable,
             "-m",
-            "vgp_bench.run.train",
+            "vgp_bench.run.commands.train",
             *COMMON,
             "trainer.micro_batches=2",
             f"hydra.run.dir={tmp_path / 'single'}",

@@ -18,7 +18,7 @@ from vgp_bench.inference.base import SiteSample, SiteSpec, VariationalHead, buil
 from vgp_bench.inference.mean_field import MeanFieldHead
 from vgp_bench.inference.vgp import VGPHead
 from vgp_bench.models.draw import DRAW, figure_steps
-from vgp_bench.run.train import train
+from vgp_bench.run.commands.train import train
 
 X_SHAPE = (1, 7, 6)  # non-square on purpose
 SMALL = {"steps": 3, "read_size": 2, "write_size": 3, "encoder_size": 16, "decoder_size": 16}

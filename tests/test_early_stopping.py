@@ -12,9 +12,9 @@ import torch
 
 from tests.helpers import TINY, compose_config
 from vgp_bench.errors import ConfigError
-from vgp_bench.run.checkpoint import RunState, load_checkpoint
-from vgp_bench.run.early_stopping import EarlyStopping, checkpoint_to_test
-from vgp_bench.run.train import train
+from vgp_bench.run.commands.train import train
+from vgp_bench.run.folder.checkpoint import RunState, load_checkpoint
+from vgp_bench.run.loop.early_stopping import EarlyStopping, checkpoint_to_test
 
 
 def test_patience_counts_epochs_without_a_gain_of_min_delta() -> None:

@@ -9,8 +9,8 @@ import torch
 from tests.helpers import compose_config
 from vgp_bench.inference.vgp import VGPHead
 from vgp_bench.models.base import LatentVariableModel
-from vgp_bench.run.build import build_components
-from vgp_bench.run.evaluate import estimate_split
+from vgp_bench.run.loop.build import build_components
+from vgp_bench.run.loop.evaluate import estimate_split
 
 TINY_DATA = [
     "dataset=synthetic",

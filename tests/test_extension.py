@@ -69,7 +69,7 @@ def test_a_new_family_is_tested_trained_and_reported_with_no_other_edit(tmp_path
     for test in tests:  # each file runs its family tests for the newcomer, and they pass
         assert re.search(rf"(?m)^{test}::\S*{NEWCOMER}\S* PASSED", result.stdout), test
 
-    train = "from vgp_bench.run.commands import train; train()"
+    train = "from vgp_bench.console_scripts import train; train()"
     shown = run_python(root, "-c", train, "--help")
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert re.search(rf"(?m)^inference: .*\b{NEWCOMER}\b", shown.stdout), shown.stdout[-2000:]

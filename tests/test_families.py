@@ -22,8 +22,9 @@ from vgp_bench.inference.hvi import HVIHead, leapfrog_trajectory
 from vgp_bench.inference.mean_field import MeanFieldHead
 from vgp_bench.inference.planar_flow import PlanarFlowHead, constrained_direction, planar_map
 from vgp_bench.locations import group_options
-from vgp_bench.run.runtime import build
-from vgp_bench.run.step import BoundObjective
+from vgp_bench.run.folder.metrics import Evaluation
+from vgp_bench.run.loop.step import BoundObjective
+from vgp_bench.run.process.runtime import build
 
 # Options that make a family small enough to fit here; one not named is fitted at its config's
 TINY = {
@@ -366,14 +367,14 @@ def test_dlgm_offers_log_joint_equal_to_its_trace(latent_dims, hidden_dims) -> N
 def test_validation_bound_is_the_training_objective(objective, expected, tmp_path, monkeypatch):
     # IWAE's validation bound is the IS estimate with valid_samples = k, not the ELBO
     from tests.helpers import TINY, compose_config
-    from vgp_bench.run import epoch_evaluation
-    from vgp_bench.run.build import build_components
-    from vgp_bench.run.trainer import Trainer
+    from vgp_bench.run.loop import epoch_evaluation
+    from vgp_bench.run.loop.build import build_components
+    from vgp_bench.run.loop.trainer import Trainer
 
     cfg = compose_config([*TINY, f"trainer.objective={objective}", "trainer.image_every=0"])
     trainer = Trainer(cfg, tmp_path, build_components(cfg))
     monkeypatch.setattr(
-        epoch_evaluation, "evaluate_components", lambda *a, **k: {"nll": 1.0, "bound_nll": 2.0}
+        epoch_evaluation, "evaluate_components", lambda *a, **k: Evaluation(nll=1.0, bound_nll=2.0)
     )
     trainer.end_of_epoch()
     assert trainer.state.history[-1]["valid_bound"] == expected

@@ -1,4 +1,4 @@
-"""The figures (vgp_bench/analysis/figures.py, images.py) by what they show: the lines, the
+"""The figures (vgp_bench/figures/drawing.py, images.py) by what they show: the lines, the
 labels, the data plotted and the image arrays drawn, never their pixels; each written as PNG
 and PDF."""
 
@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from tests.test_draw import X_SHAPE, small_draw
-from vgp_bench.analysis.figures import curves_figure, image_grid_figure, save_figure
-from vgp_bench.analysis.images import (
+from vgp_bench.figures.drawing import curves_figure, image_grid_figure, save_figure
+from vgp_bench.figures.images import (
     FIGURE_TITLES,
     grid_pixels,
     image_grid,

@@ -1,4 +1,4 @@
-"""Freed CPU memory kept for reuse (run/host_memory.py): who decides, and the effect."""
+"""Freed CPU memory kept for reuse (run/process/host_memory.py): who decides, and the effect."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from vgp_bench.run import host_memory
+from vgp_bench.run.process import host_memory
 
 FAULTS = """
 import resource, torch
-from vgp_bench.run.host_memory import keep_freed_memory
+from vgp_bench.run.process.host_memory import keep_freed_memory
 print(keep_freed_memory())
 for _ in range(30):  # 64 MB blocks made, written and freed in turn, as a step's gradient
     torch.empty(16 * 2**20).fill_(1.0)  # (the heap grows over the first few, then settles)

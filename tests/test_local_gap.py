@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import TINY, compose_config
 from vgp_bench.analysis import local_gap
-from vgp_bench.run.train import train
+from vgp_bench.run.commands.train import train
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,9 @@ import pytest
 
 from tests.helpers import TINY, compose_config
 from vgp_bench.errors import ConfigError
+from vgp_bench.run.commands.train import train
 from vgp_bench.run.loggers import Loggers, RunLogger, check_logger_choice
 from vgp_bench.run.loggers.csv_log import CsvLogger
-from vgp_bench.run.train import train
 
 
 class Recording(RunLogger):

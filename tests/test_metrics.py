@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import REPO
-from vgp_bench.run.checkpoint import RunState
-from vgp_bench.run.metrics import (
+from vgp_bench.run.folder.checkpoint import RunState
+from vgp_bench.run.folder.metrics import (
     EpochRecord,
     Evaluation,
     NotAnObjectError,
@@ -93,7 +93,7 @@ def test_unknown_keys_and_non_objects_are_refused(tmp_path: Path) -> None:
 
 
 def test_the_printed_summary_names_the_split_evaluated() -> None:
-    from vgp_bench.run.evaluate import format_summary
+    from vgp_bench.run.loop.evaluate import format_summary
 
     summary = {
         "nll": 89.03,
@@ -103,6 +103,7 @@ def test_the_printed_summary_names_the_split_evaluated() -> None:
         "is_samples": 5000,
         "n_examples": 400,
     }
-    assert format_summary({**summary, "split": "valid"}).splitlines()[1].split()[0] == "valid"
-    assert format_summary(summary).splitlines()[1].split()[0] == "test"  # older records
-    assert format_summary(summary, "final").splitlines()[1].split()[0] == "final"
+    valid = Evaluation({**summary, "split": "valid"})
+    assert format_summary(valid).splitlines()[1].split()[0] == "valid"
+    assert format_summary(Evaluation(summary)).splitlines()[1].split()[0] == "test"  # older
+    assert format_summary(Evaluation(summary), "final").splitlines()[1].split()[0] == "final"

@@ -64,7 +64,7 @@ def test_the_runner_checks_its_images_once_at_load_not_in_every_step() -> None:
     # ImageSplit, binary by construction, so components built from a config skip it
     from tests.helpers import TINY, compose_config
     from vgp_bench.data.base import ImageSplit
-    from vgp_bench.run.build import build_components
+    from vgp_bench.run.loop.build import build_components
 
     parts = build_components(compose_config(TINY))
     assert parts.model.checks_inputs is False

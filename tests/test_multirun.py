@@ -140,7 +140,7 @@ TINY = [
 
 def run_sweep(*overrides: str) -> None:
     """`vgp-train -m OVERRIDES` through the real entry point, one thread; it must succeed."""
-    command = [sys.executable, "-m", "vgp_bench.run.train", "-m", *overrides]
+    command = [sys.executable, "-m", "vgp_bench.run.commands.train", "-m", *overrides]
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     finished = subprocess.run(
         command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=600
@@ -208,7 +208,7 @@ def test_a_sweep_with_a_diverging_job_ends_with_its_line_and_exit_1(tmp_path, la
         pytest.importorskip("hydra_plugins.hydra_joblib_launcher", reason="the launchers extra")
     sweep_dir = tmp_path / "sweep"
     command = [
-        sys.executable, "-m", "vgp_bench.run.train", "-m", *TINY,
+        sys.executable, "-m", "vgp_bench.run.commands.train", "-m", *TINY,
         *(["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"] if launcher == "joblib" else []),
         "optim.optimizer.lr=1e30,0.001", "trainer.max_nonfinite=1",
         f"hydra.sweep.dir={sweep_dir}", "hydra.sweep.subdir=${hydra.job.num}",

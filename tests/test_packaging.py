@@ -97,7 +97,7 @@ def test_the_installed_wheel_runs_outside_the_checkout(wheel: Path, tmp_path: Pa
     code = (
         "import vgp_bench, torch\n"
         "from vgp_bench import blackbox, locations\n"
-        "from vgp_bench.run import runtime\n"
+        "from vgp_bench.run.process import runtime\n"
         "print(vgp_bench.__file__)\n"
         "print(locations.CONFIG_DIR)\n"
         "print(locations.checkout_root(), runtime.code_version())\n"

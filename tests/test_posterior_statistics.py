@@ -18,10 +18,10 @@ from vgp_bench.analysis.posterior_statistics import (
 )
 from vgp_bench.distributions import positive_scale
 from vgp_bench.errors import ConfigError
-from vgp_bench.run.build import checkpoint_config, components_from_checkpoint
-from vgp_bench.run.checkpoint import load_checkpoint
-from vgp_bench.run.runtime import make_generator
-from vgp_bench.run.train import train
+from vgp_bench.run.commands.train import train
+from vgp_bench.run.folder.checkpoint import load_checkpoint
+from vgp_bench.run.loop.build import checkpoint_config, components_from_checkpoint
+from vgp_bench.run.process.runtime import make_generator
 
 TWO_LAYERS = [
     *[option for option in TINY if not option.startswith("model.")],

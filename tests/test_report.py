@@ -587,7 +587,7 @@ def test_the_snapshot_of_a_lost_run_is_in_no_table_and_no_curve(tmp_path: Path) 
 
 def test_distinct_styles_never_repeat_a_colour_and_dash_pair() -> None:
     """Past the palette's length the line style moves on, so pairs stay unique."""
-    from vgp_bench.analysis.figures import COLOURS, LINE_STYLES, distinct_styles
+    from vgp_bench.figures.drawing import COLOURS, LINE_STYLES, distinct_styles
 
     count = len(COLOURS) * len(LINE_STYLES)
     styles = distinct_styles([f"row {i}" for i in range(count)])

@@ -14,14 +14,15 @@ from omegaconf import OmegaConf
 from tests.helpers import compose_config
 from tests.test_trust import QUICK, cli, error_lines, pre_start, snapshot
 from vgp_bench.errors import RunFolderError
-from vgp_bench.run.checkpoint import load_checkpoint
-from vgp_bench.run.eval_command import evaluate_checkpoint
-from vgp_bench.run.train import train
+from vgp_bench.run.commands.eval_command import evaluate_checkpoint
+from vgp_bench.run.commands.train import train
+from vgp_bench.run.folder.checkpoint import load_checkpoint
+from vgp_bench.run.folder.metrics import Evaluation
 
 EVAL = OmegaConf.create({"is_samples": 2})
 
 
-def evaluate(checkpoint: Path) -> dict:
+def evaluate(checkpoint: Path) -> Evaluation:
     return evaluate_checkpoint(str(checkpoint), EVAL, device_name="cpu")
 
 
@@ -133,7 +134,7 @@ def test_a_checkpoint_of_older_code_resumes_and_is_evaluated_in_its_own_folder(
     as_older_code(run_dir / "checkpoints" / "last.pt")
     evaluation = evaluate(run_dir / "checkpoints" / "last.pt")
     recorded = json.loads((run_dir / "metrics.json").read_text())["evaluations"]
-    assert recorded[-1]["nll"] == evaluation["nll"]
+    assert recorded[-1]["nll"] == evaluation.nll
     metrics = train(compose_config([*QUICK, "trainer.max_steps=4"]), run_dir)
     assert metrics["status"] == "finished" and metrics["steps"] == 4
     identity = load_checkpoint(run_dir / "checkpoints" / "last.pt")["run"]  # written anew

@@ -18,14 +18,14 @@ from tests.helpers import compose_config
 from tests.test_trust import QUICK, snapshot
 from vgp_bench.analysis.report.runs import Excluded, load_run
 from vgp_bench.errors import NonFiniteTrainingError, NoSpaceError, RunFolderError
-from vgp_bench.run import eval_command
-from vgp_bench.run.build import build_components
-from vgp_bench.run.checkpoint import load_checkpoint
-from vgp_bench.run.eval_command import evaluate_checkpoint
-from vgp_bench.run.metrics import RunRecord
-from vgp_bench.run.signals import EvaluationInterrupted, exit_status
-from vgp_bench.run.train import outcome, train
-from vgp_bench.run.trainer import Trainer
+from vgp_bench.run.commands import eval_command
+from vgp_bench.run.commands.eval_command import evaluate_checkpoint
+from vgp_bench.run.commands.train import outcome, train
+from vgp_bench.run.folder.checkpoint import load_checkpoint
+from vgp_bench.run.folder.metrics import RunRecord
+from vgp_bench.run.loop.build import build_components
+from vgp_bench.run.loop.trainer import Trainer
+from vgp_bench.run.process.signals import EvaluationInterrupted, exit_status
 
 
 def test_the_advice_after_a_divergence_works_when_followed(tmp_path: Path) -> None:
@@ -56,7 +56,7 @@ def test_a_full_disk_during_a_resume_leaves_the_record_at_the_checkpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # row 9: the record said step 10 with checkpoints at step 5
-    from vgp_bench.run import checkpoint as checkpoint_module
+    from vgp_bench.run.folder import checkpoint as checkpoint_module
 
     run_dir = tmp_path / "run"
     train(compose_config(QUICK), run_dir)  # last.pt at step 2
@@ -119,7 +119,7 @@ def test_a_misplaced_or_read_only_entry_is_one_line_naming_it(
     train(compose_config(QUICK), run_dir)
     path = run_dir / entry
     if make == "read-only":  # root writes anywhere: the check itself is what counts
-        monkeypatch.setattr("vgp_bench.run.folder_checks.os.access", lambda *_: False)
+        monkeypatch.setattr("vgp_bench.run.folder.folder_checks.os.access", lambda *_: False)
     else:
         if path.is_dir():
             for inner in path.iterdir():
@@ -148,7 +148,7 @@ def test_the_console_says_what_a_runs_status_means(
         "finished after 2 steps (max_steps); recorded in metrics.json"
     )
     monkeypatch.setattr(  # as an untrained model's test result is judged
-        "vgp_bench.run.run_folder.divergence",
+        "vgp_bench.run.folder.run_folder.divergence",
         lambda test, shape: {"diverged": True, "diverged_reason": "test -log p(x) 60 > 46"},
     )
     metrics = train(

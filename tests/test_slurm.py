@@ -23,7 +23,7 @@ from tests.test_distributed import COMMON as DDP_COMMON
 from tests.test_multirun import TINY
 from tests.test_train import assert_same_parameters
 from vgp_bench.analysis import report
-from vgp_bench.run.checkpoint import load_checkpoint
+from vgp_bench.run.folder.checkpoint import load_checkpoint
 
 pytestmark = pytest.mark.slurm
 
@@ -74,7 +74,7 @@ def environment(threads: bool = True) -> dict[str, str]:
 def start_sweep(sweep_dir: Path, *overrides: str, threads: bool = True) -> subprocess.Popen:
     """`vgp-train -m` through the SLURM launcher, one job per subfolder named by its number."""
     command = [
-        sys.executable, "-m", "vgp_bench.run.train", "-m", *LAUNCHER, *overrides,
+        sys.executable, "-m", "vgp_bench.run.commands.train", "-m", *LAUNCHER, *overrides,
         f"hydra.sweep.dir={sweep_dir}", "hydra.sweep.subdir=${hydra.job.num}",
     ]  # fmt: skip
     return subprocess.Popen(
@@ -153,7 +153,13 @@ def finish_hurrying_requeues(process: subprocess.Popen, job_id: str) -> tuple[in
 
 def train_here(run_dir: Path, *overrides: str) -> None:
     """The same run, uninterrupted, in this machine's process (one thread, as the jobs)."""
-    command = [sys.executable, "-m", "vgp_bench.run.train", *overrides, f"hydra.run.dir={run_dir}"]
+    command = [
+        sys.executable,
+        "-m",
+        "vgp_bench.run.commands.train",
+        *overrides,
+        f"hydra.run.dir={run_dir}",
+    ]
     finished = subprocess.run(
         command, cwd=run_dir.parent, env=environment(), capture_output=True, text=True
     )
@@ -295,7 +301,13 @@ def test_usr2_outside_submitit_stops_with_a_checkpoint(tmp_path: Path) -> None:
     """Without submitit's handler a SIGUSR2 still checkpoints; the status says preempted and
     the exit status is 128 + SIGUSR2."""
     run_dir = tmp_path / "run"
-    command = [sys.executable, "-m", "vgp_bench.run.train", *LONG, f"hydra.run.dir={run_dir}"]
+    command = [
+        sys.executable,
+        "-m",
+        "vgp_bench.run.commands.train",
+        *LONG,
+        f"hydra.run.dir={run_dir}",
+    ]
     process = subprocess.Popen(
         command, cwd=tmp_path, env=environment(), stderr=subprocess.PIPE, text=True
     )

@@ -17,9 +17,9 @@ from tests.test_trust import QUICK, cli, error_lines, pre_start
 from vgp_bench.data import mnist_convert
 from vgp_bench.errors import ConfigError
 from vgp_bench.run import prestart
+from vgp_bench.run.commands.train import train
 from vgp_bench.run.option_schema import OPTION_KEYS
 from vgp_bench.run.settings import check_settings
-from vgp_bench.run.train import train
 
 VGP = ["inference=vgp", "inference.variational_data_size=8"]
 

@@ -235,7 +235,7 @@ def test_a_per_example_file_that_does_not_hold_its_records_values_is_not_read(
     """A file replaced by another evaluation's values (another mean), a diverged run's
     non-finite values and a single image give no paired values."""
     from vgp_bench.analysis.paired import per_example_values
-    from vgp_bench.run.metrics import Evaluation
+    from vgp_bench.run.folder.metrics import Evaluation
 
     def evaluation(nll: float, images: int) -> Evaluation:
         record = evaluation_record(nll, (0.8, 0.9), 4.0, images, 5000)

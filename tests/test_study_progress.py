@@ -41,8 +41,8 @@ def test_the_status_table_says_how_far_each_run_is_from_its_stop(tmp_path: Path)
 
 def test_the_counter_is_the_trainers_own(tmp_path: Path) -> None:
     """Replayed on a noisy curve, the counter equals the trainer's EarlyStopping state."""
-    from vgp_bench.run.checkpoint import RunState
-    from vgp_bench.run.early_stopping import EarlyStopping
+    from vgp_bench.run.folder.checkpoint import RunState
+    from vgp_bench.run.loop.early_stopping import EarlyStopping
 
     bounds = [-100 + 3 * (1 - 0.9**e) + 0.3 * ((e * 7919) % 11 - 5) / 5 for e in range(80)]
     history = [{"epoch": e + 1, "valid_bound": b} for e, b in enumerate(bounds)]

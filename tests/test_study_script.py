@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.helpers import REPO, TINY, compose_config
 from tests.test_report import evaluated, write_run
-from vgp_bench.run.train import train
+from vgp_bench.run.commands.train import train
 
 SCRIPT = REPO / "scripts" / "study_vgp_vs_vae.sh"
 

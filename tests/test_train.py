@@ -16,10 +16,10 @@ from hydra.errors import ConfigCompositionException
 
 from tests.helpers import REPO, TINY, compose_config
 from vgp_bench.errors import ConfigError, NonFiniteTrainingError
-from vgp_bench.run.build import build_components
-from vgp_bench.run.checkpoint import load_checkpoint, save_checkpoint
-from vgp_bench.run.train import train
-from vgp_bench.run.trainer import Trainer
+from vgp_bench.run.commands.train import train
+from vgp_bench.run.folder.checkpoint import load_checkpoint, save_checkpoint
+from vgp_bench.run.loop.build import build_components
+from vgp_bench.run.loop.trainer import Trainer
 
 
 def parameters_of(run_dir: Path) -> dict[str, torch.Tensor]:
@@ -132,7 +132,9 @@ def test_nonfinite_bounds_are_skipped_then_stop_the_run(tmp_path: Path) -> None:
 def train_command() -> list[str]:
     """The installed `vgp-train` console script (as users run it), else `python -m`."""
     script = Path(sys.executable).parent / "vgp-train"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "vgp_bench.run.train"]
+    return (
+        [str(script)] if script.exists() else [sys.executable, "-m", "vgp_bench.run.commands.train"]
+    )
 
 
 def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -188,7 +190,7 @@ def test_sigterm_checkpoints_and_resume_matches_an_uninterrupted_run(tmp_path: P
         [
             sys.executable,
             "-m",
-            "vgp_bench.run.train",
+            "vgp_bench.run.commands.train",
             *common,
             f"hydra.run.dir={interrupted}",
             "trainer.log_every=1",
@@ -280,7 +282,9 @@ def test_vgp_eval_re_evaluates_a_checkpoint(tmp_path: Path) -> None:
     train(compose_config([*TINY, "eval.at_end=false", "trainer.max_steps=2"]), run_dir)
     script = Path(sys.executable).parent / "vgp-eval"
     command = (
-        [str(script)] if script.exists() else [sys.executable, "-m", "vgp_bench.run.eval_command"]
+        [str(script)]
+        if script.exists()
+        else [sys.executable, "-m", "vgp_bench.run.commands.eval_command"]
     )
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(
@@ -321,7 +325,7 @@ def test_per_example_files_of_one_run_never_overwrite_each_other(tmp_path: Path)
     import h5py
     from omegaconf import OmegaConf
 
-    from vgp_bench.run.eval_command import evaluate_checkpoint
+    from vgp_bench.run.commands.eval_command import evaluate_checkpoint
 
     run_dir = tmp_path / "run"
     common = [*TINY, "eval.at_end=false", "trainer.image_every=0"]

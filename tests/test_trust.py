@@ -28,17 +28,18 @@ from vgp_bench.divergence import divergence
 from vgp_bench.errors import ConfigError, NonFiniteTrainingError
 from vgp_bench.files import atomic_file
 from vgp_bench.gp.cholesky import cholesky_with_jitter
-from vgp_bench.run import epoch_evaluation as epoch_evaluation_module
-from vgp_bench.run import run_folder as run_folder_module
-from vgp_bench.run.build import build_components
-from vgp_bench.run.checkpoint import load_checkpoint, save_checkpoint, write_json
-from vgp_bench.run.distributed import DistributedContext
-from vgp_bench.run.eval_command import evaluate_checkpoint
-from vgp_bench.run.eval_journal import EvaluationJournal
-from vgp_bench.run.run_folder import RunFolderError, acquire_lock, refuse_if_locked
-from vgp_bench.run.signals import EvaluationInterrupted
-from vgp_bench.run.train import train
-from vgp_bench.run.trainer import Trainer
+from vgp_bench.run.commands.eval_command import evaluate_checkpoint
+from vgp_bench.run.commands.train import train
+from vgp_bench.run.folder import run_folder as run_folder_module
+from vgp_bench.run.folder.checkpoint import load_checkpoint, save_checkpoint, write_json
+from vgp_bench.run.folder.eval_journal import EvaluationJournal
+from vgp_bench.run.folder.metrics import Evaluation
+from vgp_bench.run.folder.run_folder import RunFolderError, acquire_lock, refuse_if_locked
+from vgp_bench.run.loop import epoch_evaluation as epoch_evaluation_module
+from vgp_bench.run.loop.build import build_components
+from vgp_bench.run.loop.trainer import Trainer
+from vgp_bench.run.process.distributed import DistributedContext
+from vgp_bench.run.process.signals import EvaluationInterrupted
 
 
 class _RunsAShellCommand:
@@ -103,7 +104,10 @@ def snapshot(folder: Path) -> dict[str, tuple[bytes, int, int]]:
 
 def cli(name: str, arguments: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """An installed console script (as users run it), else its module."""
-    modules = {"vgp-train": "vgp_bench.run.train", "vgp-eval": "vgp_bench.run.eval_command"}
+    modules = {
+        "vgp-train": "vgp_bench.run.commands.train",
+        "vgp-eval": "vgp_bench.run.commands.eval_command",
+    }
     script = Path(sys.executable).parent / name
     command = [str(script)] if script.exists() else [sys.executable, "-m", modules[name]]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
@@ -386,7 +390,9 @@ def test_any_crash_is_recorded_with_its_traceback(
     def broken_evaluation(*args, **kwargs):
         raise RuntimeError("out of device memory")
 
-    monkeypatch.setattr("vgp_bench.run.epoch_evaluation.evaluate_components", broken_evaluation)
+    monkeypatch.setattr(
+        "vgp_bench.run.loop.epoch_evaluation.evaluate_components", broken_evaluation
+    )
     with pytest.raises(RuntimeError, match="out of device memory") as error:
         train(compose_config(TINY), tmp_path)
     metrics = metrics_of(tmp_path)
@@ -458,7 +464,8 @@ def signal_during(monkeypatch: pytest.MonkeyPatch, split: str) -> dict[str, int]
     sent = {"count": 0}
 
     def evaluate(*args, **kwargs):
-        if (kwargs.get("split_name") or "test") == split and not sent["count"]:
+        request = kwargs.get("request") or args[-1]
+        if (request.split or "test") == split and not sent["count"]:
             sent["count"] += 1
             os.kill(os.getpid(), signal.SIGTERM)  # the handler raises before the next line
         return real(*args, **kwargs)
@@ -584,7 +591,7 @@ def test_vgp_eval_adds_evaluations_and_the_report_uses_the_most_precise(
     metrics = metrics_of(run_dir)
     assert metrics["test"] == recorded  # the run's own result is never replaced
     assert [e["is_samples"] for e in metrics["evaluations"]] == [2, 16]
-    assert quick["n_examples"] == 5 and precise["n_examples"] == 16
+    assert quick.n_examples == 5 and precise.n_examples == 16
     assert all(e["step"] == 8 and e["run_steps"] == 8 for e in metrics["evaluations"])
     log = (run_dir / "eval.log").read_text()
     assert "evaluating" in log and "result" in log
@@ -602,7 +609,7 @@ def test_vgp_eval_adds_evaluations_and_the_report_uses_the_most_precise(
                 "steps": 8,
                 "dataset": {"split_sizes": {"test": 16}},
                 "test": recorded,
-                "evaluations": [{**quick, "is_samples": 1000}],
+                "evaluations": [{**quick.to_json(), "is_samples": 1000}],
             }
         )
         == recorded
@@ -616,7 +623,7 @@ def test_a_stopped_vgp_eval_resumes_after_its_finished_batches_with_the_same_num
     shutil.copytree(tmp_path / "straight", tmp_path / "stopped")
     settings = OmegaConf.create({"is_samples": 8, "batch_size": 4, "chunk_size": 3})
 
-    def evaluate(folder: str, **changes: object) -> dict:
+    def evaluate(folder: str, **changes: object) -> Evaluation:
         checkpoint = str(tmp_path / folder / "checkpoints" / "last.pt")
         return evaluate_checkpoint(checkpoint, OmegaConf.merge(settings, changes), "cpu")
 
@@ -639,9 +646,9 @@ def test_a_stopped_vgp_eval_resumes_after_its_finished_batches_with_the_same_num
     log = (tmp_path / "stopped" / "eval.log").read_text()
     assert "batches (8 examples) done" in log  # two batches of four
     for key in ("nll", "bound_nll", "bound_gap", "pareto_k_mean", "n_examples"):
-        assert resumed[key] == straight[key], key
+        assert resumed.to_json()[key] == straight.to_json()[key], key
     assert len(journals()) == 1  # recorded in metrics.json, its journal is gone; seed 5 stays
-    assert evaluate("stopped", seed=5)["nll"] == evaluate("straight", seed=5)["nll"]
+    assert evaluate("stopped", seed=5).nll == evaluate("straight", seed=5).nll
     assert not journals()
 
     # a journal that does not check out (torn, or contents that do not fit) is ignored
@@ -649,10 +656,10 @@ def test_a_stopped_vgp_eval_resumes_after_its_finished_batches_with_the_same_num
     (journal,) = journals()
     saved = torch.load(journal, weights_only=True)
     torch.save({**saved, "batches_done": 9}, journal)  # more batches than the split has
-    assert evaluate("stopped")["nll"] == straight["nll"]
+    assert evaluate("stopped").nll == straight.nll
     stop_after(2, {})
     journal.write_bytes(b"half a journal")
-    assert evaluate("stopped")["nll"] == straight["nll"]
+    assert evaluate("stopped").nll == straight.nll
     log = (tmp_path / "stopped" / "eval.log").read_text()
     assert "does not fit 16 examples" in log and "unreadable" in log
     assert not journals()
@@ -669,15 +676,15 @@ def test_a_failed_journal_write_does_not_stop_the_evaluation(
     def full_disk(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("vgp_bench.run.eval_journal.torch.save", full_disk)
-    assert evaluate_checkpoint(checkpoint, settings, "cpu")["nll"] == expected["nll"]
+    monkeypatch.setattr("vgp_bench.run.folder.eval_journal.torch.save", full_disk)
+    assert evaluate_checkpoint(checkpoint, settings, "cpu").nll == expected.nll
     assert "could not write the evaluation journal" in (tmp_path / "eval.log").read_text()
 
 
 def test_a_run_older_than_a_config_key_resumes_when_the_key_keeps_the_old_behaviour(
     tmp_path: Path,
 ) -> None:
-    from vgp_bench.run.run_folder import RunFolderError, resume_changes
+    from vgp_bench.run.folder.run_folder import RunFolderError, resume_changes
 
     saved = {"inference": {"name": "vgp", "outputs": "dense"}, "trainer": {"epochs": 5}}
     same = {"inference": {**saved["inference"], "prior_mean": "zero", "noise_ratio": 0.3}}
@@ -691,7 +698,7 @@ def test_a_run_older_than_a_config_key_resumes_when_the_key_keeps_the_old_behavi
 def test_a_run_saved_under_a_renamed_value_resumes_under_its_new_name(tmp_path: Path) -> None:
     """torch.optim.RMSprop became vgp_bench.optimizers.RMSprop (the same numbers): an older
     run resumes and the change is recorded; no other rename of the key is accepted."""
-    from vgp_bench.run.run_folder import RunFolderError, resume_changes
+    from vgp_bench.run.folder.run_folder import RunFolderError, resume_changes
 
     saved = {"optim": {"optimizer": {"_target_": "torch.optim.RMSprop", "lr": 1e-3}}}
     renamed = {"optim": {"optimizer": {"_target_": "vgp_bench.optimizers.RMSprop", "lr": 1e-3}}}
@@ -738,7 +745,7 @@ def test_a_lock_file_planted_as_a_link_is_refused_and_its_target_unchanged(
 def test_run_files_planted_as_links_are_refused_and_their_targets_unchanged(
     tmp_path: Path, name: str
 ) -> None:
-    from vgp_bench.analysis.images import save_grid
+    from vgp_bench.figures.images import save_grid
     from vgp_bench.files import NoFollowFileHandler
 
     run_dir = tmp_path / "run"
@@ -859,7 +866,7 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_keeps_the_last_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from vgp_bench.errors import NoSpaceError
-    from vgp_bench.run import checkpoint as checkpoint_module
+    from vgp_bench.run.folder import checkpoint as checkpoint_module
 
     run_dir = tmp_path / "run"
     train(compose_config(QUICK), run_dir)
@@ -901,7 +908,7 @@ def test_vgp_eval_says_when_its_result_was_not_recorded(tmp_path: Path) -> None:
 
 
 def test_messages_are_true_for_the_command_that_prints_them(tmp_path: Path) -> None:
-    from vgp_bench.run.eval_command import resolve_checkpoint
+    from vgp_bench.run.commands.eval_command import resolve_checkpoint
 
     run_dir = tmp_path / "run"
     train(compose_config(QUICK), run_dir)  # no validated epoch: no best.pt
@@ -1098,10 +1105,10 @@ def test_an_evaluation_shows_progress_in_samples_with_a_rate_within_one_batch(
 
     from tqdm import tqdm
 
-    from vgp_bench.run.evaluate import estimate_split
+    from vgp_bench.run.loop.evaluate import estimate_split
 
     monkeypatch.setattr(  # every update drawn (the real bar redraws at most every 0.1 s)
-        "vgp_bench.run.evaluate.tqdm", functools.partial(tqdm, mininterval=0, miniters=1)
+        "vgp_bench.run.loop.evaluate.tqdm", functools.partial(tqdm, mininterval=0, miniters=1)
     )
     cfg = compose_config(QUICK)
     parts = build_components(cfg)
@@ -1114,7 +1121,7 @@ def test_an_evaluation_shows_progress_in_samples_with_a_rate_within_one_batch(
 
 
 def test_the_auxiliary_gap_budget_scales_with_the_run_and_says_what_it_skipped() -> None:
-    from vgp_bench.run.evaluate import aux_gap_examples
+    from vgp_bench.run.loop.evaluate import aux_gap_examples
 
     eval_cfg = compose_config([]).eval  # 500 examples x 10 draws x 256 samples
     smoke = aux_gap_examples(eval_cfg, trained_examples=3 * 100)  # DRAW, max_steps=3
@@ -1129,7 +1136,7 @@ def test_the_auxiliary_gap_budget_scales_with_the_run_and_says_what_it_skipped()
 def test_repeated_ctrl_c_stops_a_command_with_one_line(capsys) -> None:
     import time
 
-    from vgp_bench.run.signals import run_command
+    from vgp_bench.run.process.signals import run_command
 
     def start_up_interrupted_three_times() -> None:
         try:
@@ -1187,7 +1194,7 @@ def test_every_table_row_shows_its_epochs_and_marks_deltas_off_the_papers_protoc
 def test_threads_come_from_the_config_or_the_environment_and_are_shown(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from vgp_bench.run.runtime import apply_threads
+    from vgp_bench.run.process.runtime import apply_threads
 
     try:
         assert apply_threads(compose_config(["threads=2"]).threads).startswith("2 CPU threads")

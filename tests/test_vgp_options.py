@@ -19,7 +19,7 @@ from vgp_bench.inference.vgp_warp import (
     TiedScale,
     ZeroPriorMean,
 )
-from vgp_bench.run.runtime import build
+from vgp_bench.run.process.runtime import build
 
 PAPER_EXPERIMENTS = [
     "table1_dlgm1_vgp",

@@ -21,7 +21,7 @@ from vgp_bench.inference.vgp_statistics import (
     gaussian_total_correlation,
     residual_covariance_of_fit,
 )
-from vgp_bench.run.metrics import family_structure
+from vgp_bench.run.folder.metrics import family_structure
 
 
 def make_head(spec: SiteSpec, seed: int = 0, **options) -> VGPHead:

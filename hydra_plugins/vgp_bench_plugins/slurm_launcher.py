@@ -1,12 +1,13 @@
-"""`hydra/launcher=slurm`: see vgp_bench.run.slurm_launcher (needs the launchers extra; Hydra
-imports every plugin module at start, so without hydra-submitit-launcher this one is empty)."""
+"""`hydra/launcher=slurm`: see vgp_bench.run.commands.slurm_launcher (needs the launchers
+extra; Hydra imports every plugin module at start, so without hydra-submitit-launcher this one is
+empty)."""
 
 from __future__ import annotations
 
 import importlib.util
 
 if importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is not None:
-    from vgp_bench.run import slurm_launcher
+    from vgp_bench.run.commands import slurm_launcher
 
     class SlurmLauncher(slurm_launcher.SlurmLauncher):
         """submitit's SLURM launcher that waits for every job of the sweep."""

@@ -1,8 +1,8 @@
-"""`hydra.sweeper` of vgp-train: see vgp_bench.run.sweep."""
+"""`hydra.sweeper` of vgp-train: see vgp_bench.run.commands.sweep."""
 
 from __future__ import annotations
 
-from vgp_bench.run import sweep
+from vgp_bench.run.commands import sweep
 
 
 class ReportingSweeper(sweep.ReportingSweeper):

@@ -1,1 +1,2 @@
-"""Analysis of trained runs: diagnostics, posterior statistics, gaps, figures and reports."""
+"""Analysis of trained runs: posterior statistics, local and paired gaps, and the reports (the
+diagnostics and figures it shares with training lie below the runner)."""

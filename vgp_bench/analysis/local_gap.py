@@ -29,10 +29,10 @@ from vgp_bench.blackbox import black_box_options, families, fit
 from vgp_bench.errors import ConfigError, UserError
 from vgp_bench.files import atomic_write, read_json
 from vgp_bench.models.dlgm import DLGM
-from vgp_bench.run.build import checkpoint_config, components_from_checkpoint
-from vgp_bench.run.checkpoint import load_checkpoint
-from vgp_bench.run.evaluate import estimate_split
-from vgp_bench.run.runtime import make_generator
+from vgp_bench.run.folder.checkpoint import load_checkpoint
+from vgp_bench.run.loop.build import checkpoint_config, components_from_checkpoint
+from vgp_bench.run.loop.evaluate import estimate_split
+from vgp_bench.run.process.runtime import make_generator
 
 DEFAULT_FAMILIES = ("mean_field", "vgp", "planar_flow")
 AMORTIZED = "amortized"  # the run's own q, by its encoder

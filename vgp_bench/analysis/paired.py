@@ -17,7 +17,7 @@ import h5py
 
 from vgp_bench.analysis.standard_error import mean_and_standard_error
 from vgp_bench.data_identity import DATA_IDENTITY_KEYS, data_changes
-from vgp_bench.run.metrics import Evaluation, RunRecord, read_record
+from vgp_bench.run.folder.metrics import Evaluation, RunRecord, read_record
 
 # the per-example file's datasets, as -log p(x) and -bound
 PER_EXAMPLE_KEYS = {"nll": "log_likelihood", "bound_nll": "bound"}

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from vgp_bench.benchmarks.families import data_overrides
-from vgp_bench.run.runtime import compose_config, make_generator
+from vgp_bench.run.process.runtime import compose_config, make_generator
 
 TEST_IMAGES = 10_000
 TABLE_SAMPLES = 5000
@@ -44,8 +44,8 @@ def evaluation_run(
     """The runner's IS evaluation of the first `images` (one eval batch) of a split with
     `samples` samples each (CPU), ready to run, and its sizes (`data`: the dataset overrides,
     by default converted MNIST when present)."""
-    from vgp_bench.run.build import build_components
-    from vgp_bench.run.evaluate import estimate_split
+    from vgp_bench.run.loop.build import build_components
+    from vgp_bench.run.loop.evaluate import estimate_split
 
     cfg = compose_config([*(data_overrides() if data is None else data), "device=cpu", *overrides])
     parts = build_components(cfg)

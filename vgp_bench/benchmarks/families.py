@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from vgp_bench.locations import checkout_root, group_options
-from vgp_bench.run.runtime import compose_config
+from vgp_bench.run.process.runtime import compose_config
 
 # The rows of the families whose Table 1 settings (or variants) are timed; every other family of
 # configs/inference/ is timed at its config's settings after them, with no edit here
@@ -58,9 +58,9 @@ def data_overrides() -> list[str]:
 
 def step_time(overrides: list[str], steps: int, warmup: int = 2) -> dict[str, float]:
     """Milliseconds per training step of dlgm1 with `overrides`, on the CPU, batch 100."""
-    from vgp_bench.run.build import build_components
     from vgp_bench.run.loggers import RunLogger
-    from vgp_bench.run.trainer import Trainer
+    from vgp_bench.run.loop.build import build_components
+    from vgp_bench.run.loop.trainer import Trainer
 
     cfg = compose_config([*data_overrides(), "model=dlgm1", "device=cpu", *overrides])
     trainer = Trainer(cfg, Path("bench/scratch"), build_components(cfg))

@@ -159,7 +159,7 @@ def bench(cuda: bool, smoke: bool, out_dir: Path, timeout: int) -> dict[str, Any
 
 def train_command(overrides: list[str]) -> list[str]:
     """vgp-train with `overrides`, as a command."""
-    return [sys.executable, "-m", "vgp_bench.run.train", *overrides]
+    return [sys.executable, "-m", "vgp_bench.run.commands.train", *overrides]
 
 
 def short_epochs(
@@ -223,7 +223,7 @@ def evaluation(
     command = [
         sys.executable,
         "-m",
-        "vgp_bench.run.eval_command",
+        "vgp_bench.run.commands.eval_command",
         f"checkpoint={checkpoint}",
         f"eval.is_samples={samples}",
         f"eval.subset={subset}",
@@ -252,7 +252,7 @@ def torchrun(backend: str, device: str, out_dir: Path, timeout: int) -> dict[str
         "--standalone",
         "--nproc_per_node=1",
         "-m",
-        "vgp_bench.run.train",
+        "vgp_bench.run.commands.train",
         *TINY_RUN,
         *TINY_MODEL["dlgm1"],
         "inference=vgp",

@@ -19,7 +19,7 @@ import torch
 
 from vgp_bench.benchmarks import floors, plain_vae
 from vgp_bench.benchmarks.families import data_overrides
-from vgp_bench.run.runtime import compose_config
+from vgp_bench.run.process.runtime import compose_config
 
 BATCH_SIZES = (20, 100)
 RUNNER_TARGET = 0.97  # runner speed / plain loop speed, each batch size
@@ -29,9 +29,9 @@ COMPILE_TARGET = 1.3  # compiled speed / eager speed on the CPU, or the flag ref
 def make_trainer(overrides: list[str], device: str = "cpu", data: list[str] | None = None) -> Any:
     """A Trainer of the real configs that logs and checkpoints nowhere, objective prepared
     (`data`: the dataset overrides, by default converted MNIST when present)."""
-    from vgp_bench.run.build import build_components
     from vgp_bench.run.loggers import RunLogger
-    from vgp_bench.run.trainer import Trainer
+    from vgp_bench.run.loop.build import build_components
+    from vgp_bench.run.loop.trainer import Trainer
 
     cfg = compose_config(
         [

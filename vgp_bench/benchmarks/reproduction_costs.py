@@ -44,7 +44,7 @@ from vgp_bench.benchmarks.gpu_estimate import (
     trace_training_step,
 )
 from vgp_bench.benchmarks.overhead import make_trainer, run_steps
-from vgp_bench.run.runtime import compose_config
+from vgp_bench.run.process.runtime import compose_config
 
 ROWS = [
     "burda_dlgm1_vae",
@@ -220,8 +220,8 @@ def kept_rows(old: dict[str, Any], gpu: GpuModel) -> dict[str, Any]:
 def measure(out: Path, rows: list[str], note: str) -> dict[str, Any]:
     """Measure `rows` into out/costs.json (keeping its other rows priced on this GPU model),
     one row at a time, each with the conditions it was measured in; the record."""
-    from vgp_bench.run.host_memory import keep_freed_memory
-    from vgp_bench.run.runtime import code_version
+    from vgp_bench.run.process.host_memory import keep_freed_memory
+    from vgp_bench.run.process.runtime import code_version
 
     torch.set_num_threads(1)
     malloc = keep_freed_memory()  # as vgp-train runs: the steps' large buffers reused

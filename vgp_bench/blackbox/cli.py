@@ -16,15 +16,15 @@ from matplotlib.figure import Figure
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
-from vgp_bench.analysis.figures import density_panels_figure, save_figure
 from vgp_bench.blackbox import FittedFamily, families, fit
 from vgp_bench.errors import ConfigError
+from vgp_bench.figures.drawing import density_panels_figure, save_figure
 from vgp_bench.locations import CONFIG_DIR
-from vgp_bench.run.failures import USER_ERRORS, print_error
-from vgp_bench.run.host_memory import keep_freed_memory
-from vgp_bench.run.runtime import apply_threads, build
+from vgp_bench.run.process.failures import USER_ERRORS, print_error
+from vgp_bench.run.process.host_memory import keep_freed_memory
+from vgp_bench.run.process.runtime import apply_threads, build
+from vgp_bench.run.process.signals import run_command
 from vgp_bench.run.settings import check_fit_settings
-from vgp_bench.run.signals import run_command
 from vgp_bench.targets import PlotRange, Target
 
 

@@ -4,7 +4,7 @@ The target has no data, so the head sees a constant one-element context (B = 1):
 per-example networks reduce to free parameters (for the VGP, "the variational data are free
 parameters here"). Each step draws S reparameterized samples and ascends the Monte Carlo bound
 E_q[log p~(z) - log q~(z)] <= log Z with Adam under a cosine step-size decay, skipping steps
-as training does (`vgp_bench.run.nonfinite`). The heads are the training runs' families: every
+as training does (`vgp_bench.run.loop.nonfinite`). The heads are the training runs' families: every
 `configs/inference/<family>.yaml` is one, with the black-box options of `configs/fit.yaml`'s
 `head.<family>` on top; the site offers log p~(z) to the head (`SiteSpec.offers_log_joint`), as
 HVI needs.
@@ -31,8 +31,8 @@ from vgp_bench.estimators import chunked_estimate
 from vgp_bench.inference.base import SiteSample, SiteSpec, VariationalHead
 from vgp_bench.inference.vgp import VGPHead
 from vgp_bench.locations import CONFIG_DIR
-from vgp_bench.run.nonfinite import NonFinitePolicy, SkippedSteps, gradient_norm
-from vgp_bench.run.runtime import build, compose_config
+from vgp_bench.run.loop.nonfinite import NonFinitePolicy, SkippedSteps, gradient_norm
+from vgp_bench.run.process.runtime import build, compose_config
 
 LogDensity = Callable[[Tensor], Tensor]  # [n, D] -> [n]
 

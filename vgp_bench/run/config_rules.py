@@ -160,7 +160,7 @@ def non_empty_list(value: Any) -> str | None:
 def threads_rule(value: Any) -> str | None:
     """`threads`: a count >= 1 or null, also as VGP_THREADS's text (runtime.thread_count)."""
     from vgp_bench.errors import ConfigError
-    from vgp_bench.run.runtime import thread_count
+    from vgp_bench.run.process.runtime import thread_count
 
     try:
         thread_count(value)

@@ -47,7 +47,7 @@ def folder_problem(path: Path) -> str | None:
 
 
 def check_run_folder(path: Path) -> None:
-    from vgp_bench.run.run_identity import refuse_nested
+    from vgp_bench.run.folder.run_identity import refuse_nested
 
     problem = folder_problem(path)
     if problem:
@@ -90,7 +90,7 @@ def remove_if_unused(folders: Sequence[Path]) -> None:
 
 def check_train_start(cfg: DictConfig, overrides: Sequence[str], run_dir: Path) -> None:
     """What vgp-train checks before its run folder exists."""
-    from vgp_bench.run.checkpoint import initial_model
+    from vgp_bench.run.folder.checkpoint import initial_model
     from vgp_bench.run.settings import (
         check_added_keys,
         check_compile_device,

@@ -6,7 +6,7 @@ README while runs are still training (the finished rows' numbers are vgp-report'
 
 With --early-stopping (a study whose runs stop early), the status table says how many epochs
 in a row each run has gone without gaining MIN_DELTA over the bound of its last gain, out of
-PATIENCE: the trainer's own rule (vgp_bench/run/early_stopping.py), replayed on the run's
+PATIENCE: the trainer's own rule (vgp_bench/run/loop/early_stopping.py), replayed on the run's
 validation curve.
 """
 
@@ -20,8 +20,8 @@ from typing import Any
 
 from vgp_bench.analysis.markdown import markdown_table
 from vgp_bench.analysis.report.runs import is_lost_snapshot
-from vgp_bench.run.checkpoint import RunState
-from vgp_bench.run.early_stopping import EarlyStopping
+from vgp_bench.run.folder.checkpoint import RunState
+from vgp_bench.run.loop.early_stopping import EarlyStopping
 
 
 def load_runs(folder: Path) -> list[tuple[str, dict[str, Any]]]:

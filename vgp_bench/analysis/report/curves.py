@@ -10,7 +10,6 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from vgp_bench.analysis.figures import Style, curves_figure, distinct_styles, save_figure
 from vgp_bench.analysis.report.paper import TABLE1_DATASET
 from vgp_bench.analysis.report.rows import (
     Setting,
@@ -22,7 +21,8 @@ from vgp_bench.analysis.report.rows import (
 from vgp_bench.analysis.report.runs import Run, is_lost_snapshot, read_config
 from vgp_bench.catalog import option
 from vgp_bench.divergence import is_finite_number
-from vgp_bench.run.metrics import read_record
+from vgp_bench.figures.drawing import Style, curves_figure, distinct_styles, save_figure
+from vgp_bench.run.folder.metrics import read_record
 
 Curve = list[tuple[float, float]]
 # Keys that only say where a trajectory stops or which of its checkpoints is tested: runs that

@@ -15,8 +15,8 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from vgp_bench.divergence import divergence_reason, is_finite_number, trivial_nll
-from vgp_bench.run.lock_state import lock_holder
-from vgp_bench.run.metrics import (
+from vgp_bench.run.folder.lock_state import lock_holder
+from vgp_bench.run.folder.metrics import (
     Evaluation,
     NotAnObjectError,
     RunRecord,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from omegaconf import DictConfig
 
 from vgp_bench.errors import ConfigError
-from vgp_bench.run.checkpoint import RunState
+from vgp_bench.run.folder.checkpoint import RunState
 
 EARLY_STOPPING = "early_stopping"
 TEST_CHECKPOINTS = ("auto", "final", "best")

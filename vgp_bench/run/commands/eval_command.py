@@ -9,7 +9,6 @@ import sys
 from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -18,35 +17,36 @@ from omegaconf import DictConfig, OmegaConf
 from vgp_bench.data_identity import data_changes, data_identity, describe_changes
 from vgp_bench.errors import MissingDataError
 from vgp_bench.locations import CONFIG_DIR
-from vgp_bench.run.build import checkpoint_config, components_from_checkpoint
-from vgp_bench.run.checkpoint import load_checkpoint
-from vgp_bench.run.distributed import DistributedContext
-from vgp_bench.run.evaluate import (
-    evaluate_components,
-    evaluation_journal,
-    format_summary,
-)
-from vgp_bench.run.failures import USER_ERRORS, log_failure, print_error
-from vgp_bench.run.folder_checks import refuse_misplaced_entries
-from vgp_bench.run.host_memory import keep_freed_memory
-from vgp_bench.run.metrics import Evaluation, read_record, write_record
-from vgp_bench.run.run_folder import (
+from vgp_bench.run.folder.checkpoint import load_checkpoint
+from vgp_bench.run.folder.folder_checks import refuse_misplaced_entries
+from vgp_bench.run.folder.metrics import Evaluation, read_record, write_record
+from vgp_bench.run.folder.run_folder import (
     check_record,
     claimed,
     clear_orphans,
     refuse_if_locked,
     refuse_links,
 )
-from vgp_bench.run.run_identity import refuse_foreign_checkpoint, refuse_nested
-from vgp_bench.run.runtime import apply_threads
-from vgp_bench.run.settings import check_added_keys, check_eval_settings, eval_command_keys
-from vgp_bench.run.signals import (
+from vgp_bench.run.folder.run_identity import refuse_foreign_checkpoint, refuse_nested
+from vgp_bench.run.loop.build import checkpoint_config, components_from_checkpoint
+from vgp_bench.run.loop.evaluate import (
+    EvaluationRequest,
+    evaluate_components,
+    evaluation_journal,
+    format_summary,
+)
+from vgp_bench.run.process.distributed import DistributedContext
+from vgp_bench.run.process.failures import USER_ERRORS, log_failure, print_error
+from vgp_bench.run.process.host_memory import keep_freed_memory
+from vgp_bench.run.process.runtime import apply_threads
+from vgp_bench.run.process.signals import (
     EvaluationInterrupted,
     exit_status,
     interruptible,
     run_command,
     stop_signals,
 )
+from vgp_bench.run.settings import check_added_keys, check_eval_settings, eval_command_keys
 
 # How vgp-eval goes on when the run folder is busy (it writes into the run's own folder).
 EVAL_BUSY_ADVICE = "or evaluate a copy of the run folder"
@@ -101,7 +101,7 @@ def evaluate_checkpoint(
     eval_cfg: DictConfig,
     device_name: str = "auto",
     data_dir: str | None = None,
-) -> dict[str, Any]:
+) -> Evaluation:
     """Rebuild a run from its checkpoint, evaluate it, and add the result to its metrics.json.
 
     The evaluation is appended to `evaluations`; the run's own `test` result is never
@@ -141,11 +141,8 @@ def evaluate_checkpoint(
             journal = evaluation_journal(parts, cfg.eval, run_dir, log)
         try:
             with interruptible(request):
-                summary = evaluate_components(
-                    parts,
-                    cfg.eval,
+                request = EvaluationRequest(
                     int(cfg.eval.is_samples),
-                    DistributedContext(),
                     progress=True,
                     run_dir=run_dir if writable else None,
                     with_diagnostics=True,
@@ -153,6 +150,7 @@ def evaluate_checkpoint(
                     trained_examples=trained,
                     step=step,
                 )
+                evaluation = evaluate_components(parts, cfg.eval, DistributedContext(), request)
         except EvaluationInterrupted:
             if journal is not None and journal.path.exists():
                 log.info(
@@ -168,14 +166,11 @@ def evaluate_checkpoint(
             if writable:
                 error.add_note(f"traceback in {run_dir / 'eval.log'}")
             raise
-        evaluation = Evaluation(
-            summary,
-            checkpoint=path.name,
-            step=step,
-            subset=cfg.eval.subset,
-            evaluated_at=datetime.now().astimezone().isoformat(timespec="seconds"),
-            dataset=data_identity(parts.data.info),
-        )
+        evaluation.checkpoint = path.name  # the record adds what was evaluated, and when
+        evaluation.step = step
+        evaluation.subset = cfg.eval.subset
+        evaluation.evaluated_at = datetime.now().astimezone().isoformat(timespec="seconds")
+        evaluation.dataset = data_identity(parts.data.info)
         metrics_path = run_dir / "metrics.json"
         if writable:
             record = read_record(metrics_path)
@@ -190,7 +185,7 @@ def evaluate_checkpoint(
         if journal is not None:
             journal.discard()
         log.info("result: %s", evaluation.to_json())
-    return evaluation.to_json()
+    return evaluation
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="evaluate")
@@ -211,7 +206,7 @@ def _hydra_main(cfg: DictConfig) -> None:
         checkpoint = resolve_checkpoint(Path(str(cfg.checkpoint)))
         if checkpoint != Path(str(cfg.checkpoint)):
             print(f"vgp-eval: evaluating {checkpoint}", file=sys.stderr)
-        summary = evaluate_checkpoint(
+        evaluation = evaluate_checkpoint(
             str(checkpoint), cfg.eval, device_name=cfg.device, data_dir=cfg.data_dir
         )
     except EvaluationInterrupted as signal_name:
@@ -224,7 +219,7 @@ def _hydra_main(cfg: DictConfig) -> None:
     except Exception as error:
         print_error("vgp-eval", error, expected=isinstance(error, USER_ERRORS))
         sys.exit(1)
-    print(format_summary(summary))
+    print(format_summary(evaluation))
     run_dir = run_folder_of(checkpoint)
     problem = recording_problem(run_dir)
     if problem is None:

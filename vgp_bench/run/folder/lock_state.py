@@ -1,5 +1,5 @@
 """Whether a run folder's lock is held, read without taking it (and without torch: vgp-report
-tells a live run from a dead one with it); `vgp_bench.run.lock` takes the lock."""
+tells a live run from a dead one with it); `vgp_bench.run.folder.lock` takes the lock."""
 
 from __future__ import annotations
 

@@ -14,26 +14,26 @@ from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.vgp_bench_plugins import register_plugins
 from vgp_bench.locations import CONFIG_DIR
-from vgp_bench.run.build import build_components
-from vgp_bench.run.checkpoint import (
+from vgp_bench.run.commands.sweep import JobOutcome
+from vgp_bench.run.folder.checkpoint import (
     initial_model,
 )
-from vgp_bench.run.distributed import (
+from vgp_bench.run.folder.metrics import RunRecord
+from vgp_bench.run.folder.run_folder import agreed_plan
+from vgp_bench.run.loop.build import build_components
+from vgp_bench.run.loop.evaluate import format_summary
+from vgp_bench.run.loop.trainer import Trainer
+from vgp_bench.run.process.distributed import (
     adopt_slurm_rendezvous,
     init_distributed,
     shutdown_distributed,
 )
-from vgp_bench.run.evaluate import format_summary
-from vgp_bench.run.failures import USER_ERRORS, one_line_error, print_error
-from vgp_bench.run.host_memory import keep_freed_memory
-from vgp_bench.run.metrics import RunRecord
-from vgp_bench.run.preemption import hand_over_preemption
-from vgp_bench.run.run_folder import agreed_plan
-from vgp_bench.run.runtime import apply_threads
+from vgp_bench.run.process.failures import USER_ERRORS, one_line_error, print_error
+from vgp_bench.run.process.host_memory import keep_freed_memory
+from vgp_bench.run.process.preemption import hand_over_preemption
+from vgp_bench.run.process.runtime import apply_threads
+from vgp_bench.run.process.signals import exit_status, run_command
 from vgp_bench.run.settings import check_compile_device, check_train_settings
-from vgp_bench.run.signals import exit_status, run_command
-from vgp_bench.run.sweep import JobOutcome
-from vgp_bench.run.trainer import Trainer
 
 
 def train(
@@ -100,7 +100,7 @@ def _hydra_main(cfg: DictConfig) -> JobOutcome:
         dataset = record.dataset
         name = None if dataset is None else dataset.name
         print(f"\n{record.model} + {record.inference} on {name} ({run_dir})")
-        print(format_summary(record.test.data))
+        print(format_summary(record.test))
     print(f"vgp-train: {outcome(record)}", file=sys.stderr)
     return JobOutcome(str(run_dir), str(record.status), "")
 

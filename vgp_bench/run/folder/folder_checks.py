@@ -11,9 +11,9 @@ from pathlib import Path
 
 from vgp_bench.errors import RunFolderError
 from vgp_bench.files import orphaned_temporaries
-from vgp_bench.run.lock import link_error
-from vgp_bench.run.lock_state import LOCK_NAME
-from vgp_bench.run.run_identity import RECORD_NAME, check_record, refuse_nested
+from vgp_bench.run.folder.lock import link_error
+from vgp_bench.run.folder.lock_state import LOCK_NAME
+from vgp_bench.run.folder.run_identity import RECORD_NAME, check_record, refuse_nested
 
 LOG_NAME = "train.log"
 # The run's own subfolders: their entries are checked for links too.

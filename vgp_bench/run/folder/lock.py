@@ -17,7 +17,7 @@ from pathlib import Path
 
 from vgp_bench.errors import RunFolderError
 from vgp_bench.files import open_no_follow
-from vgp_bench.run.lock_state import LOCK_NAME, read_holder
+from vgp_bench.run.folder.lock_state import LOCK_NAME, read_holder
 
 LOCK_RETRY_S = 0.5  # a probe holds the lock for microseconds: retry that long before refusing
 

@@ -1,5 +1,5 @@
 """A run folder: what a start may do to it (fresh start, exact resume, or refusal), one process
-at a time (`vgp_bench.run.lock`) with its log, and what a training run writes there (`RunFolder`).
+at a time (`lock`) with its log, and what a training run writes there (`RunFolder`).
 
 Everything that can refuse a run (`refuse_if_locked`, `check_fresh_start`, `resume_changes`,
 `plan_run`) reads and never writes: a refused start changes no byte of the folder.
@@ -24,7 +24,6 @@ from vgp_bench.data.base import DatasetBundle
 from vgp_bench.divergence import divergence
 from vgp_bench.errors import RunFolderError
 from vgp_bench.files import NoFollowFileHandler, atomic_write_text, orphaned_temporaries
-from vgp_bench.run.checkpoint import load_checkpoint, save_checkpoint
 from vgp_bench.run.config_keys import (  # noqa: F401 (run_folder.NEWER_KEYS: the documented home)
     ANY,
     NEWER_KEYS,
@@ -32,32 +31,33 @@ from vgp_bench.run.config_keys import (  # noqa: F401 (run_folder.NEWER_KEYS: th
     is_older_default,
     is_resumable_key,
 )
-from vgp_bench.run.distributed import DistributedContext
-from vgp_bench.run.folder_checks import (  # noqa: F401 (imported from here by the commands)
+from vgp_bench.run.folder.checkpoint import load_checkpoint, save_checkpoint
+from vgp_bench.run.folder.folder_checks import (  # noqa: F401 (imported from here by the commands)
     LOG_NAME,
     RUN_SUBFOLDERS,
     check_run_folder,
     refuse_foreign_folder,
     refuse_links,
 )
-from vgp_bench.run.lock import LOCK_NAME, WRITE_ELSEWHERE, acquire_lock, refuse_if_locked
-from vgp_bench.run.loggers import RunLogger, build_loggers
-from vgp_bench.run.metrics import RunRecord, read_record, write_record
-from vgp_bench.run.resume_policy import (
+from vgp_bench.run.folder.lock import LOCK_NAME, WRITE_ELSEWHERE, acquire_lock, refuse_if_locked
+from vgp_bench.run.folder.metrics import RunRecord, read_record, write_record
+from vgp_bench.run.folder.resume_policy import (
     load_best_checkpoint,
     load_last_checkpoint,
     refuse_data_change,
     refuse_evaluation_changes,
     resume_changes,
 )
-from vgp_bench.run.run_identity import (  # noqa: F401 (check_record: imported from here)
+from vgp_bench.run.folder.run_identity import (  # noqa: F401 (check_record: imported from here)
     IDENTITY_KEY,
     check_record,
     checkpoint_identity,
     holds_run,
     refuse_foreign_checkpoint,
 )
-from vgp_bench.run.runtime import code_version
+from vgp_bench.run.loggers import RunLogger, build_loggers
+from vgp_bench.run.process.distributed import DistributedContext
+from vgp_bench.run.process.runtime import code_version
 
 
 def remove_orphans(run_dir: Path) -> list[Path]:

@@ -12,35 +12,39 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from vgp_bench.analysis.images import save_run_figures
 from vgp_bench.errors import ConfigError
-from vgp_bench.run.build import Components
-from vgp_bench.run.checkpoint import (
-    RunState,
-    load_checkpoint,
+from vgp_bench.figures.images import save_run_figures
+from vgp_bench.run.folder.checkpoint import RunState, load_checkpoint
+from vgp_bench.run.folder.metrics import EpochRecord
+from vgp_bench.run.folder.run_folder import RunFolder, RunPlan
+from vgp_bench.run.loggers import RunLogger
+from vgp_bench.run.loop.build import Components
+from vgp_bench.run.loop.early_stopping import EARLY_STOPPING, EarlyStopping, checkpoint_to_test
+from vgp_bench.run.loop.epoch_evaluation import (
+    epoch_test,
+    final_test,
+    head_statistics,
+    validation_bound,
+)
+from vgp_bench.run.loop.evaluate import evaluation_journal
+from vgp_bench.run.loop.nonfinite import NonFinitePolicy, check_finite_parameters
+from vgp_bench.run.loop.step import TrainingStep
+from vgp_bench.run.loop.training_checkpoint import (
     load_initial_model,
     restore_training,
     training_checkpoint,
 )
-from vgp_bench.run.distributed import DistributedContext
-from vgp_bench.run.early_stopping import EARLY_STOPPING, EarlyStopping, checkpoint_to_test
-from vgp_bench.run.epoch_evaluation import epoch_test, final_test, head_statistics, validation_bound
-from vgp_bench.run.evaluate import evaluation_journal
-from vgp_bench.run.failures import USER_ERRORS, log_failure
-from vgp_bench.run.loggers import RunLogger
-from vgp_bench.run.metrics import EpochRecord, Evaluation
-from vgp_bench.run.nonfinite import NonFinitePolicy, check_finite_parameters
-from vgp_bench.run.run_folder import RunFolder, RunPlan
-from vgp_bench.run.runtime import make_generator
-from vgp_bench.run.settings import check_train_settings
-from vgp_bench.run.signals import (
+from vgp_bench.run.loop.training_scalars import LoggingWindow
+from vgp_bench.run.process.distributed import DistributedContext
+from vgp_bench.run.process.failures import USER_ERRORS, log_failure
+from vgp_bench.run.process.runtime import make_generator
+from vgp_bench.run.process.signals import (
     EvaluationInterrupted,
     StopRequest,
     interruptible,
     stop_signals,
 )
-from vgp_bench.run.step import TrainingStep
-from vgp_bench.run.writer import LoggingWindow
+from vgp_bench.run.settings import check_train_settings
 
 
 class Trainer:
@@ -253,13 +257,15 @@ class Trainer:
             if not self.context.enabled and os.access(path, os.W_OK):
                 journal = evaluation_journal(self.parts, self.cfg.eval, path, self.log)
             trained = step * int(self.trainer_cfg.batch_size)
-            summary = final_test(self.parts, self.cfg, self.context, path, journal, trained)
-            if summary.get("aux_gap_skipped"):
-                self.log.info("%s", summary["aux_gap_skipped"])
-            self.folder.record.test = Evaluation({**summary, "step": step, **tested})
+            test = final_test(self.parts, self.cfg, self.context, path, journal, trained)
+            if test.aux_gap_skipped:
+                self.log.info("%s", test.aux_gap_skipped)
             config = OmegaConf.to_container(self.cfg, resolve=True)
             assert isinstance(config, dict)
-            self.loggers.log_test_result(config, summary, step)
+            self.loggers.log_test_result(config, test.to_json(), step)  # the estimates alone
+            test.step = step  # the record adds which parameters were tested
+            test.update(tested)
+            self.folder.record.test = test
             if journal is not None:  # the result is in metrics.json before its journal goes
                 self.write_metrics("running")
                 journal.discard()

@@ -21,7 +21,7 @@ from vgp_bench.errors import CorruptDataError
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-    from vgp_bench.run.checkpoint import RunState
+    from vgp_bench.run.folder.checkpoint import RunState
 
 Value = TypeVar("Value")
 Nested = TypeVar("Nested", bound="Record")
@@ -299,7 +299,7 @@ class WrongShapeError(CorruptDataError):
 def read_record(path: str | Path) -> RunRecord:
     """The record in a metrics.json (OSError, ValueError when unreadable, not an object, or a
     key of the wrong type: `record_schema`)."""
-    from vgp_bench.run.record_schema import record_problem
+    from vgp_bench.run.folder.record_schema import record_problem
 
     data = json.loads(Path(path).read_text())
     if not isinstance(data, dict):
@@ -312,7 +312,7 @@ def read_record(path: str | Path) -> RunRecord:
 
 def write_record(record: RunRecord, path: str | Path) -> None:
     """Write metrics.json atomically (sorted keys, indented)."""
-    from vgp_bench.run.checkpoint import write_json  # here: readers of records need no torch
+    from vgp_bench.run.folder.checkpoint import write_json  # here: readers of records need no torch
 
     write_json(record.to_json(), path)
 

@@ -20,11 +20,11 @@ from torch.nn.parallel import DistributedDataParallel
 
 from vgp_bench.estimators import training_bound
 from vgp_bench.models.base import LatentVariableModel
-from vgp_bench.run.build import Components
-from vgp_bench.run.compilation import compile_mode, compile_with_fallback
-from vgp_bench.run.distributed import DistributedContext
-from vgp_bench.run.nonfinite import gradient_norm
-from vgp_bench.run.runtime import make_generator
+from vgp_bench.run.loop.build import Components
+from vgp_bench.run.loop.compilation import compile_mode, compile_with_fallback
+from vgp_bench.run.loop.nonfinite import gradient_norm
+from vgp_bench.run.process.distributed import DistributedContext
+from vgp_bench.run.process.runtime import make_generator
 
 
 class BoundObjective(nn.Module):

@@ -8,8 +8,8 @@ import signal
 import sys
 
 from vgp_bench.errors import UserError
-from vgp_bench.run.failures import one_line_error
-from vgp_bench.run.signals import PREEMPTION_SIGNAL
+from vgp_bench.run.process.failures import one_line_error
+from vgp_bench.run.process.signals import PREEMPTION_SIGNAL
 
 
 class NotRequeuedError(UserError):

@@ -1,5 +1,6 @@
-"""The console scripts. A Ctrl-C at any moment, even while torch loads, stops a command with
-one line; options that only print (--help, --cfg, ...) answer without loading torch."""
+"""The console scripts vgp-train, vgp-eval and vgp-fit. A Ctrl-C at any moment, even while
+torch loads, stops a command with one line; options that only print (--help, --cfg, ...)
+answer without loading torch."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from vgp_bench.locations import CONFIG_DIR
-from vgp_bench.run.signals import run_command
+from vgp_bench.run.process.signals import run_command
 
 # Hydra options that print something and run nothing
 PRINT_ONLY = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion")
@@ -40,12 +41,12 @@ def entry(module: str, config_name: str) -> None:
 
 def train() -> None:
     """`vgp-train`."""
-    run_command("vgp-train", lambda: entry("vgp_bench.run.train", "config"))
+    run_command("vgp-train", lambda: entry("vgp_bench.run.commands.train", "config"))
 
 
 def evaluate() -> None:
     """`vgp-eval`."""
-    run_command("vgp-eval", lambda: entry("vgp_bench.run.eval_command", "evaluate"))
+    run_command("vgp-eval", lambda: entry("vgp_bench.run.commands.eval_command", "evaluate"))
 
 
 def fit() -> None:

@@ -1,5 +1,5 @@
 """Image grids of samples and reconstructions, and the figures a run folder holds (PNG and PDF
-by matplotlib, `analysis.figures`)."""
+by matplotlib, `figures.drawing`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from matplotlib.figure import Figure
 from torch import Tensor, nn
 from torchvision.utils import make_grid
 
-from vgp_bench.analysis.diagnostics import evaluation_mode
-from vgp_bench.analysis.figures import image_grid_figure, save_figure
 from vgp_bench.data.base import ImageSplit
+from vgp_bench.diagnostics import evaluation_mode
+from vgp_bench.figures.drawing import image_grid_figure, save_figure
 from vgp_bench.models.base import LatentVariableModel
 
 SAMPLES_TITLE = "Samples from the model, x ~ p(x | z), z ~ p(z)"

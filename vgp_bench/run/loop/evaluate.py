@@ -17,17 +17,17 @@ from omegaconf import DictConfig
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from vgp_bench.analysis.diagnostics import auxiliary_gap, evaluation_mode
 from vgp_bench.data.base import ImageSplit
+from vgp_bench.diagnostics import auxiliary_gap, evaluation_mode
 from vgp_bench.errors import ConfigError
 from vgp_bench.estimators import chunked_estimate
 from vgp_bench.files import atomic_file
 from vgp_bench.models.base import LatentVariableModel
-from vgp_bench.run.build import Components
-from vgp_bench.run.distributed import DistributedContext
-from vgp_bench.run.eval_journal import EvaluationJournal, weights_sha256
-from vgp_bench.run.metrics import Evaluation
-from vgp_bench.run.runtime import code_version, make_generator
+from vgp_bench.run.folder.eval_journal import EvaluationJournal, weights_sha256
+from vgp_bench.run.folder.metrics import Evaluation
+from vgp_bench.run.loop.build import Components
+from vgp_bench.run.process.distributed import DistributedContext
+from vgp_bench.run.process.runtime import code_version, make_generator
 
 # An IS estimate may dip below the bound by Monte Carlo noise; flag it past this many nats.
 BELOW_BOUND_TOLERANCE = 0.05
@@ -42,8 +42,8 @@ class SplitEstimate:
     is_samples: int
     pareto_k: Tensor | None = None  # PSIS k-hat of each example's weights (float64)
 
-    def summary(self) -> dict[str, Any]:
-        """Mean -log p(x) and -bound with standard errors, in nats (an Evaluation's object)."""
+    def summary(self) -> Evaluation:
+        """Mean -log p(x) and -bound with standard errors, in nats."""
         count = self.log_likelihood.numel()
         nll = -self.log_likelihood.double()
         bound_nll = -self.bound.double()
@@ -64,7 +64,7 @@ class SplitEstimate:
             is_below_bound=is_below_bound,
         )
         add_pareto_summary(evaluation, self.pareto_k)
-        return evaluation.to_json()
+        return evaluation
 
 
 def add_pareto_summary(evaluation: Evaluation, pareto_k: Tensor | None) -> None:
@@ -148,34 +148,38 @@ def estimate_split(
     )
 
 
+@dataclass(frozen=True)
+class EvaluationRequest:
+    """One evaluation of a split: its importance samples, and what it adds to the estimates."""
+
+    is_samples: int
+    split: str | None = None  # None: eval.split
+    subset: int | None = None  # the first N images; None: eval.subset, 0: all
+    progress: bool = False
+    run_dir: Path | None = None  # where eval.save_per_example writes its file
+    with_diagnostics: bool = False  # the VGP's auxiliary gap (final evaluations)
+    journal: EvaluationJournal | None = None  # this rank's: the evaluation resumes after it
+    trained_examples: int | None = None  # the budget of eval.aux_gap_budget=auto
+    step: int | None = None  # the step of the evaluated parameters (per-example file's name)
+
+
 def evaluate_components(
-    parts: Components,
-    eval_cfg: DictConfig,
-    is_samples: int,
-    context: DistributedContext,
-    progress: bool = False,
-    run_dir: Path | None = None,
-    split_name: str | None = None,
-    subset: int | None = None,
-    with_diagnostics: bool = False,
-    journal: EvaluationJournal | None = None,
-    trained_examples: int | None = None,
-    step: int | None = None,
-) -> dict[str, Any]:
+    parts: Components, eval_cfg: DictConfig, context: DistributedContext, request: EvaluationRequest
+) -> Evaluation:
     """IS log-likelihood and bound on a split, sharded over ranks; per-example file when asked
     (named after the split, S, the images, the parameters' `step` and the data; see
     `per_example_name`).
 
-    Returns an Evaluation's object. `with_diagnostics` (final evaluations) adds the VGP's
-    auxiliary gap on the first `eval.aux_gap_examples` examples, within the budget of a run
-    that trained on `trained_examples` (see `aux_gap_examples`). A `journal` (this rank's)
-    keeps the finished batches, and the evaluation resumes after them.
+    The request's `with_diagnostics` (final evaluations) adds the VGP's auxiliary gap on the
+    first `eval.aux_gap_examples` examples, within the budget of a run that trained on
+    `trained_examples` (see `aux_gap_examples`); its `journal` (this rank's) keeps the finished
+    batches, and the evaluation resumes after them.
     """
-    split_name = split_name or str(eval_cfg.split)
+    split_name = request.split or str(eval_cfg.split)
     split: ImageSplit | None = getattr(parts.data, split_name, None)
     if split is None:
         raise ConfigError(f"eval.split={split_name} does not exist for this dataset")
-    subset = subset if subset is not None else eval_cfg.subset
+    subset = request.subset if request.subset is not None else eval_cfg.subset
     if subset:
         split = split.subset(int(subset))
     indices = torch.arange(len(split))[context.rank :: context.world_size]
@@ -183,14 +187,14 @@ def evaluate_components(
         parts.model,
         parts.heads,
         split.select(indices),
-        is_samples,
+        request.is_samples,
         int(eval_cfg.chunk_size),
         int(eval_cfg.batch_size),
         make_generator(parts.device, int(eval_cfg.seed) + context.rank),
         parts.device,
-        progress=progress and context.is_main,
-        description=f"IS x{is_samples}",
-        journal=journal,
+        progress=request.progress and context.is_main,
+        description=f"IS x{request.is_samples}",
+        journal=request.journal,
     )
     if context.enabled:  # put every rank's examples back in split order
         pieces = context.gather_objects(
@@ -200,7 +204,8 @@ def evaluate_components(
         estimate.log_likelihood = torch.cat([piece[1] for piece in pieces])[order]
         estimate.bound = torch.cat([piece[2] for piece in pieces])[order]
         estimate.pareto_k = torch.cat([piece[3] for piece in pieces])[order]
-    evaluation = Evaluation(estimate.summary(), split=split_name)
+    evaluation = estimate.summary()
+    evaluation.split = split_name
     weights = {
         name: head.evaluation_weight
         for name, head in parts.heads.items()
@@ -208,10 +213,10 @@ def evaluate_components(
     }
     if weights:
         evaluation.weight = weights
-    examples, skipped = aux_gap_examples(eval_cfg, trained_examples)
-    if skipped and with_diagnostics and has_auxiliary_model(parts.heads):
+    examples, skipped = aux_gap_examples(eval_cfg, request.trained_examples)
+    if skipped and request.with_diagnostics and has_auxiliary_model(parts.heads):
         evaluation.aux_gap_skipped = skipped
-    if with_diagnostics and examples > 0 and context.is_main:
+    if request.with_diagnostics and examples > 0 and context.is_main:
         gap = auxiliary_gap(
             parts.model,
             parts.heads,
@@ -220,16 +225,18 @@ def evaluate_components(
             int(eval_cfg.aux_gap_draws),
             make_generator(parts.device, int(eval_cfg.seed) + 1),
             parts.device,
-            progress=progress and context.is_main,
+            progress=request.progress and context.is_main,
         )
         evaluation.update(gap)
-    if eval_cfg.save_per_example and run_dir is not None and context.is_main:
-        path = run_dir / per_example_name(
-            split_name, is_samples, parts.data.info, subset=len(split) if subset else 0, step=step
+    if eval_cfg.save_per_example and request.run_dir is not None and context.is_main:
+        first = len(split) if subset else 0
+        name = per_example_name(
+            split_name, request.is_samples, parts.data.info, subset=first, step=request.step
         )
+        path = request.run_dir / name
         save_per_example(estimate, path)
         evaluation.per_example_file = path.name
-    return evaluation.to_json()
+    return evaluation
 
 
 def per_example_name(
@@ -320,11 +327,10 @@ def evaluation_journal(
     return EvaluationJournal(run_dir, fingerprint, log, code_version())
 
 
-def format_summary(summary: dict[str, Any], label: str | None = None) -> str:
-    """A short human-readable table of one evaluation (an Evaluation's object), its row named
-    by `label` or else by the split evaluated."""
-    evaluation = Evaluation(summary)
-    label = label or str(summary.get("split") or "test")
+def format_summary(evaluation: Evaluation, label: str | None = None) -> str:
+    """A short human-readable table of one evaluation, its row named by `label` or else by the
+    split evaluated."""
+    label = label or str(evaluation.split or "test")
     lines = [
         f"{'':<10} {'-log p(x) (IS)':>18} {'-bound':>18}   samples  examples",
         f"{label:<10} {evaluation.nll:>10.2f} ± {evaluation.nll_stderr:<5.2f} "

@@ -4,39 +4,34 @@ the epochs asked for, the heads' statistics and the final test."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import torch
 from omegaconf import DictConfig
 
-from vgp_bench.analysis.diagnostics import head_diagnostics
-from vgp_bench.run.build import Components
-from vgp_bench.run.distributed import DistributedContext
-from vgp_bench.run.eval_journal import EvaluationJournal
-from vgp_bench.run.evaluate import evaluate_components
-from vgp_bench.run.metrics import EpochEvaluation, Evaluation
-from vgp_bench.run.runtime import make_generator
+from vgp_bench.diagnostics import head_diagnostics
+from vgp_bench.run.folder.eval_journal import EvaluationJournal
+from vgp_bench.run.folder.metrics import EpochEvaluation, Evaluation
+from vgp_bench.run.loop.build import Components
+from vgp_bench.run.loop.evaluate import EvaluationRequest, evaluate_components
+from vgp_bench.run.process.distributed import DistributedContext
+from vgp_bench.run.process.runtime import make_generator
 
 
 def validation_bound(parts: Components, cfg: DictConfig, context: DistributedContext) -> float:
     """The training objective on the validation split (IWAE's: its IS estimate at k =
     trainer.valid_samples)."""
     trainer = cfg.trainer
-    summary = evaluate_components(
-        parts,
-        cfg.eval,
-        int(trainer.valid_samples),
-        context,
-        split_name="valid",
-        subset=trainer.valid_subset or 0,
+    request = EvaluationRequest(
+        int(trainer.valid_samples), split="valid", subset=trainer.valid_subset or 0
     )
-    valid = Evaluation(summary)
+    valid = evaluate_components(parts, cfg.eval, context, request)
     return -(valid.nll if str(trainer.objective) == "iwae" else valid.bound_nll)
 
 
 def epoch_test(parts: Components, cfg: DictConfig, context: DistributedContext) -> EpochEvaluation:
     """The test bound after an epoch of `trainer.eval_at_epochs` (Table 2's columns)."""
-    test = Evaluation(evaluate_components(parts, cfg.eval, int(cfg.eval.epoch_is_samples), context))
+    request = EvaluationRequest(int(cfg.eval.epoch_is_samples))
+    test = evaluate_components(parts, cfg.eval, context, request)
     return EpochEvaluation(
         test_bound_nll=test.bound_nll,
         test_bound_nll_stderr=test.bound_nll_stderr,
@@ -53,23 +48,19 @@ def final_test(
     run_dir: Path,
     journal: EvaluationJournal | None = None,
     trained_examples: int | None = None,
-) -> dict[str, Any]:
+) -> Evaluation:
     """The evaluation at the end of training, with the VGP's auxiliary gap within the budget
-    of a run that trained on `trained_examples` (an Evaluation); with a `journal`, a stopped
-    one resumes after its finished batches."""
-    progress = bool(cfg.trainer.progress)
-    is_samples = int(cfg.eval.is_samples)
-    return evaluate_components(
-        parts,
-        cfg.eval,
-        is_samples,
-        context,
-        progress,
-        run_dir,
+    of a run that trained on `trained_examples`; with a `journal`, a stopped one resumes after
+    its finished batches."""
+    request = EvaluationRequest(
+        int(cfg.eval.is_samples),
+        progress=bool(cfg.trainer.progress),
+        run_dir=run_dir,
         with_diagnostics=True,
         journal=journal,
         trained_examples=trained_examples,
     )
+    return evaluate_components(parts, cfg.eval, context, request)
 
 
 def head_statistics(parts: Components, count: int, cfg: DictConfig) -> dict[str, float]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from vgp_bench.data_identity import data_identity
 from vgp_bench.errors import RunFolderError
-from vgp_bench.run.metrics import RunRecord, read_record
+from vgp_bench.run.folder.metrics import RunRecord, read_record
 
 RECORD_NAME = "metrics.json"
 RUN_STATUSES = ("running", "interrupted", "preempted", "failed", "finished")

@@ -17,8 +17,8 @@ from vgp_bench.data.base import DatasetBundle
 from vgp_bench.errors import CorruptDataError
 from vgp_bench.inference.base import build_heads
 from vgp_bench.models.base import LatentVariableModel
-from vgp_bench.run.distributed import DistributedContext
-from vgp_bench.run.runtime import build, limit_gpu_memory, resolve_device
+from vgp_bench.run.process.distributed import DistributedContext
+from vgp_bench.run.process.runtime import build, limit_gpu_memory, resolve_device
 from vgp_bench.schedules import StepSizeSchedule
 
 

@@ -12,14 +12,14 @@ from omegaconf import DictConfig
 
 from vgp_bench.data_identity import data_changes, describe_changes
 from vgp_bench.errors import RunFolderError
-from vgp_bench.run.checkpoint import load_checkpoint
 from vgp_bench.run.config_keys import (
     NEWER_KEYS,
     is_equivalent_value,
     is_older_default,
     is_resumable_key,
 )
-from vgp_bench.run.metrics import read_record
+from vgp_bench.run.folder.checkpoint import load_checkpoint
+from vgp_bench.run.folder.metrics import read_record
 
 
 def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
