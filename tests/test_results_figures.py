@@ -7,7 +7,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from vgp_bench.analysis.figures import metadata
+from vgp_bench.figures.drawing import metadata
 
 ROOT = Path(__file__).resolve().parents[1]
 
