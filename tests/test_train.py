@@ -445,3 +445,28 @@ def test_init_model_of_another_model_is_a_clear_error(tmp_path: Path) -> None:
         train(compose_config(other), tmp_path / "other")
     with pytest.raises(ValueError, match="not found"):
         train(compose_config([*TINY, "trainer.init_model=/no/such.pt"]), tmp_path / "missing")
+
+
+def test_the_heads_diagnostics_come_on_logging_steps_only_and_change_no_parameter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step that logs nothing asks the heads for no diagnostics (the VGP's jitter, kernel);
+    which steps log changes no trained number."""
+    common = [*TINY, "inference=vgp", "inference.variational_data_size=16", "eval.at_end=false"]
+    cfg = compose_config(common)
+    trainer = Trainer(cfg, tmp_path / "steps", build_components(cfg))
+    trainer.prepare_objective()
+    head = trainer.parts.heads["z"]
+    made = []
+    diagnostics = head.extras
+    monkeypatch.setattr(head, "extras", lambda data: made.append(1) or diagnostics(data))
+    indices = torch.arange(int(cfg.trainer.batch_size))
+    assert trainer.training_step(indices, with_terms=False).extras == {} and not made
+    assert head.reports_extras  # the head's own setting, restored
+    logged = trainer.training_step(indices, with_terms=True)
+    assert {"z/jitter", "z/cholesky_retries", "z/kernel_variance"} <= set(logged.extras)
+    assert made == [1]
+    for log_every in (1, 1000):
+        run = compose_config([*common, "trainer.max_steps=6", f"trainer.log_every={log_every}"])
+        train(run, tmp_path / f"log_every_{log_every}")
+    assert_same_parameters(tmp_path / "log_every_1", tmp_path / "log_every_1000")

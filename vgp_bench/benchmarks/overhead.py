@@ -8,6 +8,7 @@ touches both; the ratio of the medians is what counts (plain / runner: 1 is pari
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 import warnings
@@ -139,7 +140,12 @@ def bench_overhead(quick: bool) -> dict[str, Any]:
     rounds, block = (3, 10) if quick else (9, 40)
     results: dict[str, Any] = {"threads": torch.get_num_threads(), "targets": []}
     for batch_size in BATCH_SIZES:
+        load_before = os.getloadavg()[0]
         measured = runner_vs_plain(batch_size, rounds, block)
+        load = max(load_before, os.getloadavg()[0])
+        measured["load_average"] = round(load, 2)  # the larger 1-minute one, before or after
+        loaded = load > 1.5 * torch.get_num_threads()
+        note = f"; measured under load (1-minute load average {load:.1f})" if loaded else ""
         results[f"runner_vs_plain_batch_{batch_size}"] = measured
         results["targets"].append(
             {
@@ -151,7 +157,7 @@ def bench_overhead(quick: bool) -> dict[str, Any]:
                     f"ms a step (block ratios {measured['ratio_low']:.2f}-"
                     f"{measured['ratio_high']:.2f}); the rest is the step's bookkeeping and the "
                     "likelihood's two passes (bernoulli_log_prob) where the plain loop calls "
-                    "the fused binary_cross_entropy_with_logits (docs/performance.md)"
+                    f"the fused binary_cross_entropy_with_logits (docs/performance.md){note}"
                 ),
             }
         )

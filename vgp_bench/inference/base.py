@@ -67,6 +67,9 @@ class VariationalHead(nn.Module, ABC):
     # optional capabilities, each with its default; a family that has one overrides it
     has_diagnostics: bool = False  # `diagnostics` summarizes how the family uses its freedom
     has_auxiliary_samples: bool = False  # `auxiliary_samples(K)` sets the r samples of log q~
+    # whether a pass returns its diagnostics in `SiteSample.extras` (`extras_reported` turns
+    # them off for training steps that log nothing: they change no number of the step)
+    reports_extras: bool = True
 
     @property
     def evaluation_weight(self) -> str | None:
@@ -99,6 +102,23 @@ class VariationalHead(nn.Module, ABC):
             return self(context, n_samples, generator, log_joint)
 
         return draw
+
+
+@contextmanager
+def extras_reported(heads: Mapping[str, VariationalHead], report: bool) -> Iterator[None]:
+    """Within the block, the heads return their diagnostics (`SiteSample.extras`) only if
+    `report`; each head's setting is restored after."""
+    if report:  # the default of every head: nothing to set
+        yield
+        return
+    saved = {name: head.reports_extras for name, head in heads.items()}
+    for head in heads.values():
+        head.reports_extras = False
+    try:
+        yield
+    finally:
+        for name, head in heads.items():
+            head.reports_extras = saved[name]
 
 
 SiteSampler = Callable[[int, "torch.Generator | None", "LogJoint | None"], SiteSample]

@@ -412,13 +412,17 @@ class VGPHead(VariationalHead):
         if self.aux_samples > 0:
             terms["log_q_single_sample"] = log_q
             log_q = self.importance_weighted_log_q(data, draw.z, draw.r_xi, log_q, generator)
-        extras = {
+        extras = self.extras(data) if self.reports_extras else {}
+        return SiteSample(z=draw.z, log_q=log_q, terms=terms, extras=extras)
+
+    def extras(self, data: VariationalData) -> dict[str, Tensor]:
+        """The pass's diagnostics for logging: jitter, Cholesky retries and the kernel."""
+        return {
             "jitter": data.cholesky.jitter.detach().max(),
-            "cholesky_retries": data.cholesky.retries.max().to(context.dtype),
+            "cholesky_retries": data.cholesky.retries.max().to(data.context.dtype),
             "kernel_variance": self.kernel.variance.detach(),
             "kernel_inverse_lengthscale_mean": self.kernel.inverse_lengthscales.detach().mean(),
         }
-        return SiteSample(z=draw.z, log_q=log_q, terms=terms, extras=extras)
 
     def importance_weighted_log_q(
         self,

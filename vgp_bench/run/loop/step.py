@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
 from vgp_bench.estimators import training_bound
+from vgp_bench.inference.base import extras_reported
 from vgp_bench.models.base import LatentVariableModel
 from vgp_bench.run.loop.build import Components
 from vgp_bench.run.loop.compilation import compile_mode, compile_with_fallback
@@ -184,7 +185,8 @@ class TrainingStep:
         """The objective on one shard (a new CUDA-graph step first, when graphs are used)."""
         if self.graphed:
             torch.compiler.cudagraph_mark_step_begin()
-        return self.objective(x, self.n_samples, generator, with_terms)
+        with extras_reported(self.parts.heads, with_terms):  # the heads' diagnostics: logged only
+            return self.objective(x, self.n_samples, generator, with_terms)
 
     def autocast(self) -> Any:
         if self.bf16:
