@@ -20,6 +20,7 @@ from vgp_bench.errors import MissingDataError
 from vgp_bench.locations import CONFIG_DIR
 from vgp_bench.run.build import checkpoint_config, components_from_checkpoint
 from vgp_bench.run.checkpoint import load_checkpoint
+from vgp_bench.run.config.settings import check_added_keys, check_eval_settings, eval_command_keys
 from vgp_bench.run.distributed import DistributedContext
 from vgp_bench.run.evaluate import (
     evaluate_components,
@@ -39,7 +40,6 @@ from vgp_bench.run.run_folder import (
 )
 from vgp_bench.run.run_identity import refuse_foreign_checkpoint, refuse_nested
 from vgp_bench.run.runtime import apply_threads
-from vgp_bench.run.settings import check_added_keys, check_eval_settings, eval_command_keys
 from vgp_bench.run.signals import (
     EvaluationInterrupted,
     exit_status,

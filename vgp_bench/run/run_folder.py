@@ -25,7 +25,7 @@ from vgp_bench.divergence import divergence
 from vgp_bench.errors import RunFolderError
 from vgp_bench.files import NoFollowFileHandler, atomic_write_text, orphaned_temporaries
 from vgp_bench.run.checkpoint import load_checkpoint, save_checkpoint
-from vgp_bench.run.config_keys import (  # noqa: F401 (run_folder.NEWER_KEYS: the documented home)
+from vgp_bench.run.config.keys import (  # noqa: F401 (run_folder.NEWER_KEYS: the documented home)
     ANY,
     NEWER_KEYS,
     RESUMABLE_KEYS,

@@ -18,6 +18,7 @@ from vgp_bench.run.build import build_components
 from vgp_bench.run.checkpoint import (
     initial_model,
 )
+from vgp_bench.run.config.settings import check_compile_device, check_train_settings
 from vgp_bench.run.distributed import (
     adopt_slurm_rendezvous,
     init_distributed,
@@ -30,7 +31,6 @@ from vgp_bench.run.metrics import RunRecord
 from vgp_bench.run.preemption import hand_over_preemption
 from vgp_bench.run.run_folder import agreed_plan
 from vgp_bench.run.runtime import apply_threads
-from vgp_bench.run.settings import check_compile_device, check_train_settings
 from vgp_bench.run.signals import exit_status, run_command
 from vgp_bench.run.sweep import JobOutcome
 from vgp_bench.run.trainer import Trainer

@@ -22,6 +22,7 @@ from vgp_bench.run.checkpoint import (
     restore_training,
     training_checkpoint,
 )
+from vgp_bench.run.config.settings import check_train_settings
 from vgp_bench.run.distributed import DistributedContext
 from vgp_bench.run.early_stopping import EARLY_STOPPING, EarlyStopping, checkpoint_to_test
 from vgp_bench.run.epoch_evaluation import epoch_test, final_test, head_statistics, validation_bound
@@ -32,7 +33,6 @@ from vgp_bench.run.metrics import EpochRecord, Evaluation
 from vgp_bench.run.nonfinite import NonFinitePolicy, check_finite_parameters
 from vgp_bench.run.run_folder import RunFolder, RunPlan
 from vgp_bench.run.runtime import make_generator
-from vgp_bench.run.settings import check_train_settings
 from vgp_bench.run.signals import (
     EvaluationInterrupted,
     StopRequest,

@@ -1,7 +1,7 @@
 """Every fixed config key declared once: its type, its check, and what a change of it does.
 
 The settings checks (`settings.py`), the keys a resume may change and the report's rows
-(`config_keys.py`) are derived from these declarations; tests/test_config_schema.py holds them
+(`config/keys.py`) are derived from these declarations; tests/test_config/schema.py holds them
 to the YAML in configs/. The other options of a `_target_` (a model's, an inference head's, a
 dataset loader's or an optimizer's arguments) are checked by what they build and typed by their
 YAML (`settings.check_declared_types`). Imports neither torch nor Hydra.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from vgp_bench.run.config_rules import (
+from vgp_bench.run.config.rules import (
     Rule,
     boolean,
     device_name,
