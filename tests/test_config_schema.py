@@ -258,3 +258,18 @@ def test_the_report_keeps_apart_the_runs_it_kept_apart_before() -> None:
 
 def test_every_newer_key_is_a_key_of_the_configs() -> None:
     assert sorted(set(NEWER_KEYS) - all_leaves(train_configs())) == []
+
+
+def test_the_declared_defaults_are_those_of_the_default_config() -> None:
+    """declarations.py's defaults (top level, trainer, eval) equal the default composed config's
+    values, interpolations aside (`threads` reads VGP_THREADS)."""
+    from dataclasses import asdict
+
+    from vgp_bench.run.config.declarations import Eval, TopLevel, Trainer
+
+    cfg = OmegaConf.to_container(train_configs()["default"], resolve=False)
+    assert isinstance(cfg, dict)
+    top = {key: value for key, value in cfg.items() if key in asdict(TopLevel())}
+    assert top == asdict(TopLevel()) | {"threads": "${oc.env:VGP_THREADS,null}"}
+    assert cfg["trainer"] == asdict(Trainer())
+    assert cfg["eval"] == asdict(Eval())

@@ -6,7 +6,7 @@ accepts is one line naming the key, the value and what is allowed, instead of an
 deep inside the part once the run has begun. A key checks only where the chosen config has it
 (`model.latent_dims` under the DLGMs, `inference.jitter` under the VGP). The parts keep their
 own checks of combinations (vgp_options.refuse_combinations). Imports neither torch nor Hydra;
-tests/test_config/schema.py holds the names listed here to the registries they copy.
+tests/test_config_schema.py holds the names listed here to the registries they copy.
 """
 
 from __future__ import annotations
