@@ -22,7 +22,6 @@ from vgp_bench.run.checkpoint import (
     restore_training,
     training_checkpoint,
 )
-from vgp_bench.run.config.settings import check_train_settings
 from vgp_bench.run.distributed import DistributedContext
 from vgp_bench.run.early_stopping import EARLY_STOPPING, EarlyStopping, checkpoint_to_test
 from vgp_bench.run.epoch_evaluation import epoch_test, final_test, head_statistics, validation_bound
@@ -59,7 +58,6 @@ class Trainer:
         context: DistributedContext | None = None,
         hydra_files: dict[str, Any] | None = None,
     ) -> None:
-        check_train_settings(cfg)
         split = str(cfg.eval.split)
         if split not in ("train", "valid", "test") or getattr(parts.data, split, None) is None:
             raise ConfigError(f"eval.split={split} does not exist for this dataset")
