@@ -1,4 +1,4 @@
-"""The key declarations (vgp_bench/run/config_schema.py) against the YAML in configs/: every
+"""The key declarations (vgp_bench/run/config/schema.py) against the YAML in configs/: every
 fixed key declared once and checked, every declaration a key of the configs, the types alike, a
 bad value refused in one line, and the resume policy and the report's rows as they were."""
 
@@ -15,14 +15,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from tests.helpers import CONFIG_DIR, compose_config
 from vgp_bench.errors import ConfigError
-from vgp_bench.run.config_keys import (
+from vgp_bench.run.config.keys import (
     NEWER_KEYS,
     RESUMABLE_KEYS,
     is_resumable_key,
     separates_rows,
 )
-from vgp_bench.run.config_schema import FIT_KEYS, TRAIN_KEYS, Key
-from vgp_bench.run.settings import GROUPS, check_fit_settings, check_train_settings, leaves
+from vgp_bench.run.config.schema import FIT_KEYS, TRAIN_KEYS, Key
+from vgp_bench.run.config.settings import GROUPS, check_fit_settings, check_train_settings, leaves
 
 OPTION_GROUPS = ("dataset", "model", "inference", "optim", "logger")
 
@@ -195,7 +195,7 @@ def test_the_declared_choices_are_those_the_code_takes() -> None:
     assert accepted_names("trainer.ddp_backend") <= set(torch.distributed.Backend.backend_list)
 
 
-# config_keys.RESUMABLE_KEYS as written by hand before the declarations (git 395255d)
+# keys.RESUMABLE_KEYS as written by hand before the declarations (git 395255d)
 RESUMABLE_BEFORE = {
     "device",
     "threads",
@@ -223,7 +223,7 @@ RESUMABLE_BEFORE = {
     "trainer.early_stopping.patience",
     "logger",  # added with the group (issue 59): where the scalars go, never what a run computes
 }
-# ... and the report's rows: RESULT_KEYS of config_keys.py and IGNORED_CONFIG_KEYS of report/rows
+# ... and the report's rows: RESULT_KEYS of config/keys.py and IGNORED_CONFIG_KEYS of report/rows
 RESULT_BEFORE = {
     "trainer.epochs",
     "trainer.max_steps",
@@ -258,3 +258,18 @@ def test_the_report_keeps_apart_the_runs_it_kept_apart_before() -> None:
 
 def test_every_newer_key_is_a_key_of_the_configs() -> None:
     assert sorted(set(NEWER_KEYS) - all_leaves(train_configs())) == []
+
+
+def test_the_declared_defaults_are_those_of_the_default_config() -> None:
+    """declarations.py's defaults (top level, trainer, eval) equal the default composed config's
+    values, interpolations aside (`threads` reads VGP_THREADS)."""
+    from dataclasses import asdict
+
+    from vgp_bench.run.config.declarations import Eval, TopLevel, Trainer
+
+    cfg = OmegaConf.to_container(train_configs()["default"], resolve=False)
+    assert isinstance(cfg, dict)
+    top = {key: value for key, value in cfg.items() if key in asdict(TopLevel())}
+    assert top == asdict(TopLevel()) | {"threads": "${oc.env:VGP_THREADS,null}"}
+    assert cfg["trainer"] == asdict(Trainer())
+    assert cfg["eval"] == asdict(Eval())

@@ -64,9 +64,6 @@ def test_evaluation_and_the_report_never_import_training() -> None:
 
 
 ABOVE_THE_RUNNER = ("analysis", "studies", "benchmarks", "blackbox")
-# run/prestart checks vgp-fit's families through blackbox/cli; the config branch removes that
-# import: the lead deletes this constant when the branches meet
-PRESTART_IMPORT_THE_CONFIG_BRANCH_REMOVES = {("vgp_bench.run.prestart", "vgp_bench.blackbox.cli")}
 
 
 def within(module: str, package: str) -> bool:
@@ -84,7 +81,7 @@ def test_the_runner_imports_nothing_from_above_it() -> None:
         for target in graph[name]
         if any(within(target, f"vgp_bench.{room}") for room in ABOVE_THE_RUNNER)
     }
-    assert upward == PRESTART_IMPORT_THE_CONFIG_BRANCH_REMOVES
+    assert upward == set()
 
 
 # run/'s rooms from the ground up; a module of run/ outside them is one of the config's

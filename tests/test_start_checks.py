@@ -16,10 +16,10 @@ from tests.helpers import CONFIG_DIR, compose_config
 from tests.test_trust import QUICK, cli, error_lines, pre_start
 from vgp_bench.data import mnist_convert
 from vgp_bench.errors import ConfigError
-from vgp_bench.run import prestart
 from vgp_bench.run.commands.train import train
-from vgp_bench.run.option_schema import OPTION_KEYS
-from vgp_bench.run.settings import check_settings
+from vgp_bench.run.config import prestart
+from vgp_bench.run.config.option_schema import OPTION_KEYS
+from vgp_bench.run.config.settings import check_settings
 
 VGP = ["inference=vgp", "inference.variational_data_size=8"]
 
@@ -115,7 +115,7 @@ def test_the_option_rules_name_what_the_parts_accept() -> None:
     from vgp_bench.inference import vgp
     from vgp_bench.models.dlgm import OUTPUT_BIAS_STARTS
     from vgp_bench.nets import ACTIVATIONS, INITIALIZATIONS
-    from vgp_bench.run import option_schema
+    from vgp_bench.run.config import option_schema
 
     assert tuple(ACTIVATIONS) == option_schema.ACTIVATIONS
     assert option_schema.INITIALIZATIONS == INITIALIZATIONS
@@ -142,7 +142,7 @@ def test_vgp_eval_refuses_a_key_no_config_defines(tmp_path: Path) -> None:
     (line,) = [line for line in error_lines(result) if "error" in line]
     assert line.startswith("vgp-eval: error: +eval.is_sample: no such setting (did you mean")
     assert "eval.is_samples" in line
-    from vgp_bench.run.settings import check_added_keys, eval_command_keys
+    from vgp_bench.run.config.settings import check_added_keys, eval_command_keys
 
     with pytest.raises(ConfigError, match=r"\+foo: no such setting; vgp-eval takes only"):
         check_added_keys(["+foo=bar"], None, eval_command_keys(), "vgp-eval")

@@ -938,7 +938,7 @@ def test_messages_are_true_for_the_command_that_prints_them(tmp_path: Path) -> N
 
 def pre_start(command: str, overrides: list[str], run_dir: Path, capsys) -> str:
     """The one line `command`'s pre-start check prints for these overrides ('' if it passes)."""
-    from vgp_bench.run.prestart import PreStart
+    from vgp_bench.run.config.prestart import PreStart
 
     name = "fit" if command == "vgp-fit" else "config"
     config = compose_config(
@@ -978,7 +978,7 @@ def test_a_run_folder_that_cannot_be_made_is_one_line_and_nothing_is_created(
         (tmp_path / "locked").mkdir()
         real_access = os.access
         monkeypatch.setattr(
-            "vgp_bench.run.prestart.os.access",
+            "vgp_bench.run.config.prestart.os.access",
             lambda path, mode: real_access(path, mode) and Path(path).name != "locked",
         )
     before = sorted(path.name for path in tmp_path.iterdir())

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -93,3 +94,20 @@ def options(group: str) -> list[str]:
 def rank(group: str, name: str) -> tuple[float, str]:
     """The sort key of `name` among `group`'s options: declared order, then name."""
     return (option(group, name).order, name)
+
+
+# vgp-fit's name for the VAE's mean-field family (configs/inference/vae.yaml)
+FIT_ALIASES = {"mean_field": "vae"}
+
+
+def fit_families() -> list[str]:
+    """vgp-fit's families: one per configs/inference/ file, and mean_field (the VAE's)."""
+    return sorted([*group_options("inference"), *FIT_ALIASES])
+
+
+def check_fit_families(names: Iterable[str]) -> None:
+    """Raise a one-line ConfigError for a family `vgp-fit` does not know."""
+    known = fit_families()
+    unknown = [str(name) for name in names if name not in known]
+    if unknown:
+        raise ConfigError(f"families: unknown {', '.join(unknown)}; choose from {known}")

@@ -16,30 +16,22 @@ from matplotlib.figure import Figure
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
-from vgp_bench.blackbox import FittedFamily, families, fit
-from vgp_bench.errors import ConfigError
+from vgp_bench.blackbox import FittedFamily, fit
+from vgp_bench.catalog import check_fit_families
 from vgp_bench.figures.drawing import density_panels_figure, save_figure
 from vgp_bench.locations import CONFIG_DIR
+from vgp_bench.run.config.settings import check_fit_settings
 from vgp_bench.run.process.failures import USER_ERRORS, print_error
 from vgp_bench.run.process.host_memory import keep_freed_memory
 from vgp_bench.run.process.runtime import apply_threads, build
 from vgp_bench.run.process.signals import run_command
-from vgp_bench.run.settings import check_fit_settings
 from vgp_bench.targets import PlotRange, Target
-
-
-def check_families(cfg: DictConfig) -> None:
-    """Raise a one-line ConfigError for a family `vgp-fit` does not know."""
-    known = families()
-    unknown = [str(family) for family in cfg.families if family not in known]
-    if unknown:
-        raise ConfigError(f"families: unknown {', '.join(unknown)}; choose from {known}")
 
 
 def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     """Fit every family in `cfg.families` to `cfg.target`; write the PNG and `fit.json`."""
     check_fit_settings(cfg)
-    check_families(cfg)
+    check_fit_families(cfg.families)
     threads = apply_threads(cfg.get("threads"))
     print(f"vgp-fit: {threads}, {keep_freed_memory()}", file=sys.stderr)
     target: Target = build(cfg.target)

@@ -26,6 +26,7 @@ from omegaconf import OmegaConf
 from torch import Tensor
 from tqdm import tqdm
 
+from vgp_bench.catalog import FIT_ALIASES, fit_families
 from vgp_bench.errors import ConfigError
 from vgp_bench.estimators import chunked_estimate
 from vgp_bench.inference.base import SiteSample, SiteSpec, VariationalHead
@@ -37,13 +38,8 @@ from vgp_bench.run.process.runtime import build, compose_config
 LogDensity = Callable[[Tensor], Tensor]  # [n, D] -> [n]
 
 INFERENCE_CONFIGS = Path(CONFIG_DIR) / "inference"
-# vgp-fit's name for the VAE's mean-field family (configs/inference/vae.yaml)
-ALIASES = {"mean_field": "vae"}
-
-
-def families() -> list[str]:
-    """Every family there is: one per configs/inference/ file, and mean_field (the VAE's)."""
-    return sorted([*(path.stem for path in INFERENCE_CONFIGS.glob("*.yaml")), *ALIASES])
+ALIASES = FIT_ALIASES  # vgp-fit's name for the VAE's mean-field family
+families = fit_families  # every family there is (catalog.fit_families)
 
 
 def black_box_options(family: str) -> dict[str, Any]:

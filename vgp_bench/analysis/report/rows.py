@@ -13,7 +13,7 @@ from typing import Any
 from vgp_bench.analysis.report.runs import Run, structure_of
 from vgp_bench.analysis.standard_error import mean_and_standard_error
 from vgp_bench.catalog import option, rank
-from vgp_bench.run.config_keys import separates_rows, with_older_defaults
+from vgp_bench.run.config.keys import separates_rows, with_older_defaults
 from vgp_bench.run.folder.metrics import DatasetRecord
 
 DEFAULT_TRAIN_OBJECTIVE = "elbo"

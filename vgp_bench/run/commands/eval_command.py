@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from vgp_bench.data_identity import data_changes, data_identity, describe_changes
 from vgp_bench.errors import MissingDataError
 from vgp_bench.locations import CONFIG_DIR
+from vgp_bench.run.config.settings import check_added_keys, check_eval_settings, eval_command_keys
 from vgp_bench.run.folder.checkpoint import load_checkpoint
 from vgp_bench.run.folder.folder_checks import refuse_misplaced_entries
 from vgp_bench.run.folder.metrics import Evaluation, read_record, write_record
@@ -46,7 +47,6 @@ from vgp_bench.run.process.signals import (
     run_command,
     stop_signals,
 )
-from vgp_bench.run.settings import check_added_keys, check_eval_settings, eval_command_keys
 
 # How vgp-eval goes on when the run folder is busy (it writes into the run's own folder).
 EVAL_BUSY_ADVICE = "or evaluate a copy of the run folder"

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from hydra_plugins.vgp_bench_plugins import register_plugins
 from vgp_bench.locations import CONFIG_DIR
 from vgp_bench.run.commands.sweep import JobOutcome
+from vgp_bench.run.config.settings import check_compile_device, check_train_settings
 from vgp_bench.run.folder.checkpoint import (
     initial_model,
 )
@@ -33,20 +34,24 @@ from vgp_bench.run.process.host_memory import keep_freed_memory
 from vgp_bench.run.process.preemption import hand_over_preemption
 from vgp_bench.run.process.runtime import apply_threads
 from vgp_bench.run.process.signals import exit_status, run_command
-from vgp_bench.run.settings import check_compile_device, check_train_settings
 
 
 def train(
-    cfg: DictConfig, run_dir: str | Path, hydra_files: dict[str, Any] | None = None
+    cfg: DictConfig,
+    run_dir: str | Path,
+    hydra_files: dict[str, Any] | None = None,
+    settings_checked: bool = False,
 ) -> dict[str, Any]:
     """Train and evaluate one run in `run_dir`; returns the metrics also written to metrics.json.
 
-    Every setting is checked, and the folder found fit for this run (see `plan_run`), before
-    anything is loaded or written. Under torchrun every rank calls this; rank 0's run folder
-    is used by all.
+    Every setting is checked (here, unless `settings_checked`: vgp-train's pre-start callback
+    checked them in this process), and the folder found fit for this run (see `plan_run`),
+    before anything is loaded or written. Under torchrun every rank calls this; rank 0's run
+    folder is used by all.
     """
-    check_train_settings(cfg)
-    check_compile_device(cfg)
+    if not settings_checked:
+        check_train_settings(cfg)
+        check_compile_device(cfg)
     apply_threads(cfg.get("threads"))
     context = init_distributed(cfg.trainer.get("ddp_backend"))
     try:
@@ -82,7 +87,10 @@ def _hydra_main(cfg: DictConfig) -> JobOutcome:
         memory = keep_freed_memory()
         if int(os.environ.get("RANK", "0")) == 0:
             print(f"vgp-train: {apply_threads(cfg.get('threads'))}, {memory}, run folder {run_dir}")
-        metrics = train(cfg, run_dir, hydra_files(cfg))
+        # a single run's settings were checked by the pre-start callback (prestart.PreStart);
+        # a sweep's jobs are checked here, each once
+        checked = hydra_cfg.mode == RunMode.RUN
+        metrics = train(cfg, run_dir, hydra_files(cfg), settings_checked=checked)
     except Exception as error:  # user errors and crashes alike: one line, the rest in the log
         expected = isinstance(error, USER_ERRORS)
         print_error("vgp-train", error, expected=expected)

@@ -1,6 +1,6 @@
 """What a resume may change: the saved config against the new one, the data it trained on, the
 checkpoint it resumes from, and the evaluation settings of a finished run (the keys' policy
-is config_keys')."""
+is config/keys')."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 
 from vgp_bench.data_identity import data_changes, describe_changes
 from vgp_bench.errors import RunFolderError
-from vgp_bench.run.config_keys import (
+from vgp_bench.run.config.keys import (
     NEWER_KEYS,
     is_equivalent_value,
     is_older_default,

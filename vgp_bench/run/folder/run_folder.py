@@ -24,7 +24,7 @@ from vgp_bench.data.base import DatasetBundle
 from vgp_bench.divergence import divergence
 from vgp_bench.errors import RunFolderError
 from vgp_bench.files import NoFollowFileHandler, atomic_write_text, orphaned_temporaries
-from vgp_bench.run.config_keys import (  # noqa: F401 (run_folder.NEWER_KEYS: the documented home)
+from vgp_bench.run.config.keys import (  # noqa: F401 (run_folder.NEWER_KEYS: the documented home)
     ANY,
     NEWER_KEYS,
     RESUMABLE_KEYS,

@@ -44,7 +44,6 @@ from vgp_bench.run.process.signals import (
     interruptible,
     stop_signals,
 )
-from vgp_bench.run.settings import check_train_settings
 
 
 class Trainer:
@@ -63,7 +62,6 @@ class Trainer:
         context: DistributedContext | None = None,
         hydra_files: dict[str, Any] | None = None,
     ) -> None:
-        check_train_settings(cfg)
         split = str(cfg.eval.split)
         if split not in ("train", "valid", "test") or getattr(parts.data, split, None) is None:
             raise ConfigError(f"eval.split={split} does not exist for this dataset")

@@ -90,12 +90,12 @@ def remove_if_unused(folders: Sequence[Path]) -> None:
 
 def check_train_start(cfg: DictConfig, overrides: Sequence[str], run_dir: Path) -> None:
     """What vgp-train checks before its run folder exists."""
-    from vgp_bench.run.folder.checkpoint import initial_model
-    from vgp_bench.run.settings import (
+    from vgp_bench.run.config.settings import (
         check_added_keys,
         check_compile_device,
         check_train_settings,
     )
+    from vgp_bench.run.folder.checkpoint import initial_model
 
     check_added_keys(overrides, cfg)
     check_train_settings(cfg)
@@ -108,11 +108,11 @@ def check_train_start(cfg: DictConfig, overrides: Sequence[str], run_dir: Path) 
 
 def check_fit_start(cfg: DictConfig, run_dir: Path) -> None:
     """What vgp-fit checks before its run folder exists."""
-    from vgp_bench.blackbox.cli import check_families
-    from vgp_bench.run.settings import check_fit_settings
+    from vgp_bench.catalog import check_fit_families
+    from vgp_bench.run.config.settings import check_fit_settings
 
     check_fit_settings(cfg)
-    check_families(cfg)
+    check_fit_families(cfg.families)
     check_run_folder(run_dir)
 
 
@@ -135,7 +135,7 @@ class PreStart(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         overrides = list(OmegaConf.to_container(config.hydra.overrides.task) or [])
         if self.command == "vgp-train":
-            from vgp_bench.run.settings import check_added_keys
+            from vgp_bench.run.config.settings import check_added_keys
 
             self.refuse_on_error(lambda: check_added_keys(overrides))
 

@@ -1,6 +1,6 @@
 """Checks of a config's settings, made before anything starts: one line per bad key.
 
-What each key accepts is declared once, in `config_schema.py`; the keys no declaration names
+What each key accepts is declared once, in `config/schema.py`; the keys no declaration names
 are held to the types their config files declare."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from omegaconf.errors import MissingMandatoryValue
 
 from vgp_bench.errors import ConfigError
 from vgp_bench.locations import CONFIG_DIR
-from vgp_bench.run.config_rules import whole_number
-from vgp_bench.run.config_schema import EVAL_KEYS, FIT_KEYS, TRAIN_KEYS, Key
+from vgp_bench.run.config.option_schema import OPTION_KEYS
+from vgp_bench.run.config.rules import whole_number
+from vgp_bench.run.config.schema import EVAL_KEYS, FIT_KEYS, TRAIN_KEYS, Key
 from vgp_bench.run.loggers.build import check_logger_choice
-from vgp_bench.run.option_schema import OPTION_KEYS
 
 
 def check_settings(cfg: DictConfig, keys: Iterable[Key]) -> None:
@@ -166,7 +166,7 @@ def check_added_keys(
 
 
 def check_train_settings(cfg: DictConfig) -> None:
-    """Every declared key of a vgp-train config (config_schema.TRAIN_KEYS), the types of the
+    """Every declared key of a vgp-train config (schema.TRAIN_KEYS), the types of the
     others, then the rules of the options of what it builds (option_schema.OPTION_KEYS)."""
     check_settings(cfg, TRAIN_KEYS)
     check_declared_types(cfg)
@@ -215,5 +215,5 @@ def eval_command_keys() -> frozenset[str]:
 
 
 def check_fit_settings(cfg: DictConfig) -> None:
-    """Every declared key of a vgp-fit config (config_schema.FIT_KEYS)."""
+    """Every declared key of a vgp-fit config (schema.FIT_KEYS)."""
     check_settings(cfg, FIT_KEYS)

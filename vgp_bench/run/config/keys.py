@@ -1,12 +1,12 @@
 """Which config keys change what a run computes: the resume policy and the report's rows, both
-derived from the declarations of config_schema.py, and the keys older run folders lack."""
+derived from the declarations of config/schema.py, and the keys older run folders lack."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from vgp_bench.run.config_schema import GROUP_EFFECTS, TRAIN_KEYS, Effect
+from vgp_bench.run.config.schema import GROUP_EFFECTS, TRAIN_KEYS, Effect
 
 # Each declared key's effect, and the effect of a group's keys that no declaration names
 DECLARED_EFFECTS: dict[str, Effect] = {key.name: key.effect for key in TRAIN_KEYS} | GROUP_EFFECTS
@@ -14,7 +14,7 @@ DECLARED_EFFECTS: dict[str, Effect] = {key.name: key.effect for key in TRAIN_KEY
 
 def effect_of(key: str) -> Effect:
     """What a different value of `key` (dotted) does: the effect of its declaration, or of the
-    nearest declared node or group above it (config_schema); TRAINING when none is declared."""
+    nearest declared node or group above it (schema); TRAINING when none is declared."""
     parts = key.split(".")
     for end in range(len(parts), 0, -1):
         effect = DECLARED_EFFECTS.get(".".join(parts[:end]))

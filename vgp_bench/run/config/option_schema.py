@@ -1,5 +1,5 @@
 """The rules of the options of what a run builds (models, inference heads, optimizers and
-schedules, the synthetic and Sketch loaders), declared once each, like config_schema's keys.
+schedules, the synthetic and Sketch loaders), declared once each, like schema.py's keys.
 
 vgp-train checks them with its other settings before its run folder exists, so a value no part
 accepts is one line naming the key, the value and what is allowed, instead of an error from
@@ -11,7 +11,7 @@ tests/test_config_schema.py holds the names listed here to the registries they c
 
 from __future__ import annotations
 
-from vgp_bench.run.config_rules import (
+from vgp_bench.run.config.rules import (
     boolean,
     integer,
     integer_list,
@@ -20,7 +20,7 @@ from vgp_bench.run.config_rules import (
     number_list,
     one_of,
 )
-from vgp_bench.run.config_schema import Key
+from vgp_bench.run.config.schema import Key
 
 # nets.ACTIVATIONS, nets.INITIALIZATIONS, distributions.SCALE_LINKS, dlgm.OUTPUT_BIAS_STARTS
 ACTIVATIONS = ("tanh", "relu", "elu")
@@ -100,7 +100,7 @@ OPTIMIZER_KEYS = (
     Key("optim.schedule.decay_stages", int, integer(1)),
 )
 
-# configs/dataset/*.yaml: the loaders' arguments beyond the data protocol (config_schema)
+# configs/dataset/*.yaml: the loaders' arguments beyond the data protocol (schema)
 LOADER_KEYS = (
     Key("dataset.shape", list, integer_list(1, length=3)),
     Key("dataset.n_train", int, integer(1)),
