@@ -10,7 +10,7 @@ RUN_DIR ?= outputs/default
 
 setup: $(STAMP)
 
-$(STAMP): setup.cfg setup.py pyproject.toml
+$(STAMP): setup.cfg pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "make setup: $(PYTHON) not found; install Python 3.11 or pass PYTHON=/path/to/python3.11"; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'

@@ -202,3 +202,17 @@ def test_every_docs_page_and_section_the_project_names_exists() -> None:
                 f"docs/{page}" + (f", section {section}" if section else "") + f" {names}"
             )
     assert missing == []
+
+
+def test_scripts_are_thin_and_no_module_is_large() -> None:
+    """A script is an entry point (at most 300 lines; its logic lives in the package) and no
+    Python file outside tests/ is over 450 lines: add a small module rather than grow one."""
+    limits = {"scripts": 300}
+    too_long = {}
+    for name in project_files():
+        if not name.endswith(".py") or name.startswith("tests/"):
+            continue
+        lines = len((REPO / name).read_text().splitlines())
+        if lines > limits.get(name.split("/")[0], 450):
+            too_long[name] = lines
+    assert too_long == {}

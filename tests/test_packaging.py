@@ -1,5 +1,5 @@
 """The package as users install it: the wheel carries configs/ (mapped into vgp_bench/configs
-by setup.py) and every module, and, installed in a fresh environment, its console scripts and
+by setup.cfg) and every module, and, installed in a fresh environment, its console scripts and
 `blackbox.fit()` run from a folder outside the checkout."""
 
 from __future__ import annotations
@@ -113,3 +113,19 @@ def test_the_installed_wheel_runs_outside_the_checkout(wheel: Path, tmp_path: Pa
     assert provenance == "None 0.1.0"
     assert families.split() == sorted([*group_options("inference"), "mean_field"])
     assert fitted == "FittedFamily"
+
+
+def test_setup_cfg_names_every_package() -> None:
+    """setup.cfg lists the packages by name (configs/ ships as vgp_bench.configs, which `find:`
+    cannot name): every folder with an __init__.py, and no other."""
+    import configparser
+
+    parser = configparser.ConfigParser()
+    parser.read(REPO / "setup.cfg")
+    listed = set(parser["options"]["packages"].split())
+    folders = {
+        ".".join(path.parent.relative_to(REPO).parts)
+        for root in ("vgp_bench", "hydra_plugins")
+        for path in (REPO / root).rglob("__init__.py")
+    }
+    assert listed == {*folders, "vgp_bench.configs"}, "add or remove them in setup.cfg's packages"

@@ -24,7 +24,7 @@ def checkout_root() -> Path | None:
 def config_dir() -> str:
     """The Hydra configs, as an absolute path: the checkout's top-level configs/ in a
     development install, else the copy a wheel carries as package data (vgp_bench/configs,
-    mapped there by setup.py)."""
+    mapped there by setup.cfg)."""
     root = checkout_root()
     if root is not None:
         return str(root / "configs")

@@ -19,6 +19,7 @@ import h5py
 import numpy as np
 import torch
 
+from vgp_bench.compat import OLD_MNIST_FORMATS, is_readable_old_mnist
 from vgp_bench.data.base import (
     Binarization,
     DatasetBundle,
@@ -33,11 +34,6 @@ from vgp_bench.errors import ConfigError, CorruptDataError, MissingDataError
 
 FILE_NAME = "mnist.h5"
 FORMAT_VERSION = 2
-# Why a file of an older format is rebuilt rather than read.
-OLD_FORMATS = {
-    1: "format 1 read mnist.pkl.gz's k / 256 intensities as k / 255: its grey levels above 128 "
-    "are one step low and none is 255, so its binarizations are noisier than MNIST's",
-}
 SPLITS = ("train", "valid", "test")
 IMAGE_SIDE = 28
 DEFAULT_EVAL_BINARIZATION_SEED = 12345
@@ -65,11 +61,9 @@ def split_seed(binarization_seed: int, split: str) -> int:
 
 
 def readable_format(attrs: dict[str, Any]) -> bool:
-    """Whether this code reads a file of the format its attrs state: the current one, or
-    format 1 made from IDX or .amat files (format 1 went wrong only in reading the pickle)."""
-    version = attrs.get("format_version")
-    from_pickle = str(attrs.get("split_rule", "")).startswith("pickle")
-    return version == FORMAT_VERSION or (version == 1 and not from_pickle)
+    """Whether this code reads a file of the format its attrs state: the current one, or an
+    older one that vgp_bench.compat still reads."""
+    return attrs.get("format_version") == FORMAT_VERSION or is_readable_old_mnist(attrs)
 
 
 def check_layout(handle: h5py.File, path: Path) -> dict[str, Any]:
@@ -77,7 +71,7 @@ def check_layout(handle: h5py.File, path: Path) -> dict[str, Any]:
     attrs = plain_attrs(handle.attrs)
     version = attrs.get("format_version")
     if not readable_format(attrs):
-        why = f" ({OLD_FORMATS[version]})" if version in OLD_FORMATS else ""
+        why = f" ({OLD_MNIST_FORMATS[version]})" if version in OLD_MNIST_FORMATS else ""
         raise CorruptDataError(
             f"{path} has format_version {version}, this code reads {FORMAT_VERSION}{why}: "
             f"{REBUILD_HINT}"

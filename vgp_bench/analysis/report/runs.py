@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -14,7 +13,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from vgp_bench.divergence import divergence_reason, is_finite_number, trivial_nll
+from vgp_bench.compat import TRIVIAL_NLL, is_lost_snapshot
+from vgp_bench.divergence import divergence_reason, is_finite_number
 from vgp_bench.run.folder.lock_state import lock_holder
 from vgp_bench.run.folder.metrics import (
     Evaluation,
@@ -25,18 +25,7 @@ from vgp_bench.run.folder.metrics import (
 )
 
 DEFAULT_ROOTS = ("outputs", "multirun")
-# -log p(x) of the model that gives every pixel probability 1/2, for runs that did not record
-# it (`trivial_nll` in metrics.json): D log 2 nats.
-TRIVIAL_NLL = {"mnist": trivial_nll(784)}
 OWN_EVALUATION = "end of training"
-# a study keeps the last snapshot of a run lost with its run folder (a checkout renewed without
-# its git-ignored outputs/) as `<row>_lost<N>_s<seed>`: how far it came, in no table or curve
-LOST_SNAPSHOT = re.compile(r".+_lost\d+_s\d+")
-
-
-def is_lost_snapshot(name: str) -> bool:
-    """Whether a run folder's name marks the kept snapshot of a run that was lost."""
-    return LOST_SNAPSHOT.fullmatch(name) is not None
 
 
 @dataclass(frozen=True)
