@@ -216,3 +216,16 @@ def test_scripts_are_thin_and_no_module_is_large() -> None:
         if lines > limits.get(name.split("/")[0], 450):
             too_long[name] = lines
     assert too_long == {}
+
+
+def test_hydra_plugins_read_nothing_of_the_runner() -> None:
+    """run/commands/train registers the plugins of hydra_plugins/, so they sit below the runner:
+    they hand Hydra vgp_bench/sweeps/ and import nothing of vgp_bench/run/."""
+    plugins = PACKAGE.parent / "hydra_plugins"
+    for path in plugins.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not within(node.module, "vgp_bench.run"), f"{path} imports {node.module}"
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    assert not within(alias.name, "vgp_bench.run"), f"{path} imports {alias.name}"

@@ -16,13 +16,13 @@ from omegaconf import OmegaConf
 
 from tests.helpers import TINY, compose_config
 from tests.test_train import assert_same_parameters
-from vgp_bench.run.commands.sweep import JobOutcome, outcome_of, summary_lines
 from vgp_bench.run.commands.train import train
 from vgp_bench.run.folder.checkpoint import load_checkpoint
 from vgp_bench.run.loop.step import TrainingStep
 from vgp_bench.run.process import runtime
 from vgp_bench.run.process.distributed import first_host, slurm_rendezvous
 from vgp_bench.run.process.preemption import NotRequeuedError, hand_over_preemption
+from vgp_bench.sweeps.sweeper import JobOutcome, outcome_of, summary_lines
 
 # ---------------------------------------------------------------- SIGUSR2
 

@@ -1,8 +1,8 @@
-"""`hydra.sweeper` of vgp-train: see vgp_bench.run.commands.sweep."""
+"""`hydra.sweeper` of vgp-train: see vgp_bench.sweeps.sweeper."""
 
 from __future__ import annotations
 
-from vgp_bench.run.commands import sweep
+from vgp_bench.sweeps import sweeper as sweep
 
 
 class ReportingSweeper(sweep.ReportingSweeper):

@@ -33,13 +33,13 @@ from torch import Tensor, nn
 from vgp_bench.data.base import ImageSplit
 from vgp_bench.diagnostics import RecordingHead, evaluation_mode, head_diagnostics
 from vgp_bench.errors import ConfigError, CorruptDataError
+from vgp_bench.failures import USER_ERRORS
 from vgp_bench.files import atomic_write, read_json
 from vgp_bench.inference.base import SiteSample
 from vgp_bench.models.base import LatentVariableModel
 from vgp_bench.run.commands.eval_command import run_folder_of
 from vgp_bench.run.folder.checkpoint import load_checkpoint
 from vgp_bench.run.loop.build import checkpoint_config, components_from_checkpoint
-from vgp_bench.run.process.failures import USER_ERRORS
 from vgp_bench.run.process.runtime import make_generator
 
 ACTIVITY_THRESHOLD = 0.01  # Burda et al. (2016): a unit is active when Cov_x(E[u | x]) > 0.01

@@ -17,7 +17,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from vgp_bench.run.process.failures import USER_ERRORS, one_line_error
+from vgp_bench.failures import USER_ERRORS, one_line_error
 
 
 @dataclass(frozen=True)

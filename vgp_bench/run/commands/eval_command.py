@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from vgp_bench.data_identity import data_changes, data_identity, describe_changes
 from vgp_bench.errors import MissingDataError
+from vgp_bench.failures import USER_ERRORS, log_failure, print_error
 from vgp_bench.locations import CONFIG_DIR
 from vgp_bench.run.config.settings import check_added_keys, check_eval_settings, eval_command_keys
 from vgp_bench.run.folder.checkpoint import load_checkpoint
@@ -37,7 +38,6 @@ from vgp_bench.run.loop.evaluate import (
     format_summary,
 )
 from vgp_bench.run.process.distributed import DistributedContext
-from vgp_bench.run.process.failures import USER_ERRORS, log_failure, print_error
 from vgp_bench.run.process.host_memory import keep_freed_memory
 from vgp_bench.run.process.runtime import apply_threads
 from vgp_bench.run.process.signals import (

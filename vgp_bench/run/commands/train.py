@@ -13,8 +13,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.vgp_bench_plugins import register_plugins
+from vgp_bench.failures import USER_ERRORS, one_line_error, print_error
 from vgp_bench.locations import CONFIG_DIR
-from vgp_bench.run.commands.sweep import JobOutcome
 from vgp_bench.run.config.settings import check_compile_device, check_train_settings
 from vgp_bench.run.folder.checkpoint import (
     initial_model,
@@ -29,11 +29,11 @@ from vgp_bench.run.process.distributed import (
     init_distributed,
     shutdown_distributed,
 )
-from vgp_bench.run.process.failures import USER_ERRORS, one_line_error, print_error
 from vgp_bench.run.process.host_memory import keep_freed_memory
 from vgp_bench.run.process.preemption import hand_over_preemption
 from vgp_bench.run.process.runtime import apply_threads
 from vgp_bench.run.process.signals import exit_status, run_command
+from vgp_bench.sweeps.sweeper import JobOutcome
 
 
 def train(

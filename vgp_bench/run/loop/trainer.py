@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from vgp_bench.errors import ConfigError
+from vgp_bench.failures import USER_ERRORS, log_failure
 from vgp_bench.figures.images import save_run_figures
 from vgp_bench.run.folder.checkpoint import RunState, load_checkpoint
 from vgp_bench.run.folder.metrics import EpochRecord
@@ -36,7 +37,6 @@ from vgp_bench.run.loop.training_checkpoint import (
 )
 from vgp_bench.run.loop.training_scalars import LoggingWindow
 from vgp_bench.run.process.distributed import DistributedContext
-from vgp_bench.run.process.failures import USER_ERRORS, log_failure
 from vgp_bench.run.process.runtime import make_generator
 from vgp_bench.run.process.signals import (
     EvaluationInterrupted,

@@ -8,7 +8,7 @@ import signal
 import sys
 
 from vgp_bench.errors import UserError
-from vgp_bench.run.process.failures import one_line_error
+from vgp_bench.failures import one_line_error
 from vgp_bench.run.process.signals import PREEMPTION_SIGNAL
 
 
