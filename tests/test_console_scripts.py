@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 SCRIPTS = ["vgp-train", "vgp-eval", "vgp-fit", "vgp-data", "vgp-report"]
 
@@ -51,3 +52,26 @@ def test_help_loads_no_torch_and_lists_only_the_commands_groups(tmp_path: Path) 
     assert listed == {
         "dataset", "eval", "experiment", "inference", "logger", "model", "optim", "trainer"
     }  # fmt: skip
+
+
+def test_fit_help_lists_the_targets_and_every_family(tmp_path: Path) -> None:
+    program = (
+        "import sys; sys.argv = ['vgp-fit', '--help']\n"
+        "from vgp_bench.console_scripts import fit\n"
+        "try:\n    fit()\nexcept SystemExit:\n    pass\n"
+        "print('torch loaded' if 'torch' in sys.modules else 'no torch')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.rstrip().endswith("no torch")
+    configs = Path(__file__).resolve().parent.parent / "configs"
+    targets = sorted(path.stem for path in (configs / "target").glob("*.yaml"))
+    assert f"\ntarget: {', '.join(targets)}\n" in result.stdout
+    families = result.stdout.split("== Families ==")[1].split("== Config ==")[0]
+    inference = sorted(path.stem for path in (configs / "inference").glob("*.yaml"))
+    assert f"families=[...]: any of {', '.join(inference)} " in families  # every file, and
+    assert "mean_field (vae)" in families  # the VAE's name in vgp-fit
+    default = list(OmegaConf.load(configs / "fit.yaml").families)
+    assert f"default {default}" in families  # fit.yaml's own choice

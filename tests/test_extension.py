@@ -1,9 +1,11 @@
 """A new family is one module and one config: added as a newcomer would add it, in a copy of
-the checkout, it is tested by the contract suite, trained by vgp-train and reported by
-vgp-report with no other edit (vgp_bench/catalog.py, docs/usage.md "Adding a family")."""
+the checkout, it is tested by the contract suite, trained by vgp-train, reported by vgp-report,
+listed and fitted by vgp-fit and the local gap with no other edit (vgp_bench/catalog.py,
+docs/usage.md "Adding a family")."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -86,3 +88,33 @@ def test_a_new_family_is_tested_trained_and_reported_with_no_other_edit(tmp_path
     reported = run_python(root, "-c", report, str(run_dir))
     assert reported.returncode == 0, reported.stderr[-2000:]
     assert f"DLGM 1hl + {NEWCOMER.upper()}" in reported.stdout, reported.stdout[-2000:]
+
+    fit = "from vgp_bench.console_scripts import fit; fit()"
+    shown = run_python(root, "-c", fit, "--help")
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert re.search(rf"(?m)^families=.*\b{NEWCOMER}\b", shown.stdout), shown.stdout[-2000:]
+    fit_dir = tmp_path / "outputs" / "fit"
+    quick = ["steps=3", "samples.per_step=4", "samples.bound=20", "samples.importance=20"]
+    fitted = run_python(  # no head.<newcomer> in fit.yaml: its inference config alone
+        root,
+        "-c",
+        fit,
+        f"families=[mean_field,{NEWCOMER}]",
+        *quick,
+        "samples.plot=200",
+        f"hydra.run.dir={fit_dir}",
+    )
+    assert fitted.returncode == 0, fitted.stderr[-3000:]
+    rows = json.loads((fit_dir / "fit.json").read_text())["families"]
+    assert [row["family"] for row in rows] == ["mean_field", NEWCOMER]
+    assert re.search(rf"(?m)^{NEWCOMER} ", fitted.stdout), fitted.stdout[-2000:]
+
+    local_gap = "import sys; from vgp_bench.analysis.local_gap import main; sys.exit(main())"
+    shown = run_python(root, "-c", local_gap, "--help")
+    assert shown.returncode == 0 and NEWCOMER in shown.stdout, shown.stdout + shown.stderr
+    gap_file = tmp_path / "local_gap.json"
+    checkpoint = run_dir / "checkpoints" / "best.pt"
+    arguments = ["--images=1", "--steps=3", "--is-samples=8", f"--out={gap_file}"]
+    gaps = run_python(root, "-c", local_gap, str(checkpoint), "--families", NEWCOMER, *arguments)
+    assert gaps.returncode == 0, gaps.stderr[-3000:]
+    assert set(json.loads(gap_file.read_text())["summary"]) == {"amortized", NEWCOMER}

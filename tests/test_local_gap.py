@@ -65,3 +65,15 @@ def test_unknown_family_and_models_without_a_closed_form_joint_fail_clearly(
     assert "unknown families ['nonsense']" in capsys.readouterr().err
     with pytest.raises(local_gap.ConfigError, match="closed form"):
         local_gap.posterior_log_density(object(), None)  # type: ignore[arg-type]
+
+
+def test_help_lists_every_family_and_the_defaults_are_among_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        local_gap.main(["--help"])
+    assert stopped.value.code == 0
+    shown = " ".join(capsys.readouterr().out.split())  # argparse wraps the help
+    assert f"any of {', '.join(local_gap.families())}" in shown  # every configs/inference/ file
+    assert set(local_gap.DEFAULT_FAMILIES) <= set(local_gap.families())
+    assert f"(default: {' '.join(local_gap.DEFAULT_FAMILIES)})" in shown

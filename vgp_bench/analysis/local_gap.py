@@ -34,6 +34,8 @@ from vgp_bench.run.loop.build import checkpoint_config, components_from_checkpoi
 from vgp_bench.run.loop.evaluate import estimate_split
 from vgp_bench.run.process.runtime import make_generator
 
+# The families compared by default (results/local_gap/); --families takes any of `families()`,
+# every configs/inference/ file (a new one with no edit here) and mean_field
 DEFAULT_FAMILIES = ("mean_field", "vgp", "planar_flow")
 AMORTIZED = "amortized"  # the run's own q, by its encoder
 
@@ -221,7 +223,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--render", action="store_true", help="print the table of a JSON file")
     parser.add_argument("--images", type=int, default=10, help="the first N test images")
-    parser.add_argument("--families", nargs="+", default=list(DEFAULT_FAMILIES))
+    parser.add_argument(
+        "--families",
+        nargs="+",
+        default=list(DEFAULT_FAMILIES),
+        help=f"any of {', '.join(families())} (default: {' '.join(DEFAULT_FAMILIES)})",
+    )
     parser.add_argument("--steps", type=int, default=2000, help="black-box steps per fit")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--is-samples", type=int, default=5000)
