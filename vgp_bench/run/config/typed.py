@@ -8,7 +8,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from vgp_bench.run.config.declarations import Eval, TopLevel, Trainer, value_kind
 
@@ -19,14 +19,12 @@ def typed(schema: type[Declared], node: DictConfig | Mapping[str, Any]) -> Decla
     """The dataclass `schema` built from a checked config node: each declared key's value
     converted to its declared type (null stays null), an absent key at its default, keys the
     dataclass does not declare left out."""
-    values = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
-    assert isinstance(values, Mapping)
     hints = typing.get_type_hints(schema)
     found: dict[str, Any] = {}
     for item in dataclasses.fields(schema):  # type: ignore[arg-type]
-        if item.name not in values:
+        if item.name not in node:
             continue
-        hint, value = hints[item.name], values[item.name]
+        hint, value = hints[item.name], node[item.name]  # only the declared keys are resolved
         if dataclasses.is_dataclass(hint):
             found[item.name] = typed(hint, value or {})  # type: ignore[arg-type]
         else:
