@@ -32,3 +32,8 @@ def test_a_nested_node_is_its_dataclass_and_absent_keys_take_their_defaults() ->
     assert trainer.early_stopping == EarlyStopping(patience=2, min_delta=0.0)
     assert trainer.epochs == 3 and trainer.batch_size == Trainer().batch_size
     assert typed(Trainer, {"early_stopping": None}).early_stopping == EarlyStopping()
+
+
+def test_threads_read_as_the_check_accepts_them() -> None:
+    assert typed(TopLevel, {"threads": " 2 "}).threads == 2  # VGP_THREADS's text
+    assert typed(TopLevel, {"threads": ""}).threads is None

@@ -17,8 +17,8 @@ Declared = TypeVar("Declared")
 
 def typed(schema: type[Declared], node: DictConfig | Mapping[str, Any]) -> Declared:
     """The dataclass `schema` built from a checked config node: each declared key's value
-    converted to its declared type (null stays null), an absent key at its default, keys the
-    dataclass does not declare left out."""
+    converted by its declared `read` or else to its declared type (null stays null), an absent
+    key at its default, keys the dataclass does not declare left out."""
     hints = typing.get_type_hints(schema)
     found: dict[str, Any] = {}
     for item in dataclasses.fields(schema):  # type: ignore[arg-type]
@@ -27,6 +27,8 @@ def typed(schema: type[Declared], node: DictConfig | Mapping[str, Any]) -> Decla
         hint, value = hints[item.name], node[item.name]  # only the declared keys are resolved
         if dataclasses.is_dataclass(hint):
             found[item.name] = typed(hint, value or {})  # type: ignore[arg-type]
+        elif item.metadata.get("read"):
+            found[item.name] = item.metadata["read"](value)
         else:
             found[item.name] = None if value is None else converted(hint, value)
     return schema(**found)
