@@ -100,7 +100,7 @@ def project_files() -> list[str]:
 
 def paper_form() -> dict[str, Any]:
     """The VGP options of the paper's form (configs/inference/vgp_form/paper.yaml), for heads
-    built in tests over VGPHead's defaults (which are configs/inference/vgp.yaml's)."""
+    built in tests over VGPHead's defaults (VGPOptions, which configs/inference/vgp.yaml states)."""
     options = OmegaConf.to_container(OmegaConf.load(PAPER_FORM))
     assert isinstance(options, dict)
     return {str(key): value for key, value in options.items()}

@@ -1,8 +1,10 @@
-"""One set of VGP defaults and one paper's form: VGPHead's defaults are configs/inference/vgp.yaml,
-and configs/inference/vgp_form/paper.yaml is the paper's form wherever it is used."""
+"""One set of VGP defaults and one paper's form: VGPOptions declares VGPHead's defaults, which
+configs/inference/vgp.yaml states, and configs/inference/vgp_form/paper.yaml is the paper's form
+wherever it is used."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import pytest
@@ -12,6 +14,7 @@ from tests.helpers import CONFIG_DIR, compose_config, paper_form
 from vgp_bench.blackbox import black_box_options, build_head
 from vgp_bench.inference.base import SiteSpec
 from vgp_bench.inference.vgp import VGPHead
+from vgp_bench.inference.vgp_options import VGPOptions
 from vgp_bench.inference.vgp_parts import DenseOutputNet, GlobalOutputs
 from vgp_bench.inference.vgp_warp import (
     ContextScale,
@@ -29,20 +32,26 @@ PAPER_EXPERIMENTS = [
 ]
 
 
-def test_the_heads_defaults_are_the_configs() -> None:
-    """Every option of VGPHead has the default configs/inference/vgp.yaml gives it, and the
-    config has no option the head lacks."""
+def test_vgp_yaml_states_the_declared_defaults() -> None:
+    """configs/inference/vgp.yaml gives every option of VGPOptions its declared default, key for
+    key, and has no option VGPOptions lacks."""
     config = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "inference" / "vgp.yaml"))
     assert isinstance(config, dict)
     options = {key: value for key, value in config.items() if key not in ("name", "_target_")}
     assert options.pop("_partial_") is True
+    declared = {
+        name: list(value) if isinstance(value, tuple) else value
+        for name, value in dataclasses.asdict(VGPOptions()).items()
+    }
+    assert options == declared
+
+
+def test_the_heads_options_are_the_declared_ones() -> None:
+    """VGPHead takes exactly VGPOptions' fields, each with the declared default."""
     parameters = dict(inspect.signature(VGPHead).parameters)
     parameters.pop("spec")
-    defaults = {
-        name: list(p.default) if isinstance(p.default, tuple) else p.default
-        for name, p in parameters.items()
-    }
-    assert defaults == options
+    defaults = {name: p.default for name, p in parameters.items()}
+    assert defaults == dataclasses.asdict(VGPOptions())
 
 
 def test_the_default_head_is_the_projects_best_configuration() -> None:

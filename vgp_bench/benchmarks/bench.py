@@ -35,6 +35,7 @@ from vgp_bench.benchmarks.steps import (
     data_overrides,
     write,
 )
+from vgp_bench.run.config.typed import eval_settings
 from vgp_bench.run.loop.build import build_components
 from vgp_bench.run.loop.evaluate import estimate_split
 from vgp_bench.run.process.host_memory import keep_freed_memory
@@ -66,8 +67,8 @@ def bench_evaluation(quick: bool) -> dict[str, Any]:
             parts.heads,
             split,
             samples,
-            int(cfg.eval.chunk_size),
-            int(cfg.eval.batch_size),
+            eval_settings(cfg).chunk_size,
+            eval_settings(cfg).batch_size,
             make_generator(parts.device, 0),
             parts.device,
         )
@@ -84,7 +85,7 @@ def bench_evaluation(quick: bool) -> dict[str, Any]:
         "what": f"IS of {examples} test examples x {samples} samples; ratio = naive / runner",
         "runner_samples_per_s": round(per_sample / (result["ours_ms"] / 1000)),
         "naive_samples_per_s": round(per_sample / (result["theirs_ms"] / 1000)),
-        "chunk_size": int(cfg.eval.chunk_size),
+        "chunk_size": eval_settings(cfg).chunk_size,
     }
     # the floor: the decoder's matmuls for all samples, batched (what neither loop can avoid)
     calls = floors.record_linear_algebra(runner)

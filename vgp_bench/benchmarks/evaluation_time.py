@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from vgp_bench.benchmarks.families import data_overrides
+from vgp_bench.run.config.typed import eval_settings
 from vgp_bench.run.process.runtime import compose_config, make_generator
 
 TEST_IMAGES = 10_000
@@ -49,7 +50,8 @@ def evaluation_run(
 
     cfg = compose_config([*(data_overrides() if data is None else data), "device=cpu", *overrides])
     parts = build_components(cfg)
-    chunk_size, batch_size = int(cfg.eval.chunk_size), int(cfg.eval.batch_size)
+    settings = eval_settings(cfg)
+    chunk_size, batch_size = settings.chunk_size, settings.batch_size
     split = getattr(parts.data, split_name).subset(images or batch_size)
 
     def run() -> Any:

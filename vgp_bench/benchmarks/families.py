@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from vgp_bench.locations import checkout_root, group_options
+from vgp_bench.run.config.typed import trainer_settings
 from vgp_bench.run.process.runtime import compose_config
 
 # The rows of the families whose Table 1 settings (or variants) are timed; every other family of
@@ -65,7 +66,7 @@ def step_time(overrides: list[str], steps: int, warmup: int = 2) -> dict[str, fl
     cfg = compose_config([*data_overrides(), "model=dlgm1", "device=cpu", *overrides])
     trainer = Trainer(cfg, Path("bench/scratch"), build_components(cfg))
     trainer.loggers = RunLogger()
-    batch = torch.arange(int(cfg.trainer.batch_size))
+    batch = torch.arange(trainer_settings(cfg).batch_size)
     for _ in range(warmup):
         trainer.training_step(batch, with_terms=False)
     started = time.perf_counter()

@@ -110,7 +110,7 @@ def graph_breaks(trainer: Any) -> dict[str, Any]:
 
     train = trainer.parts.data.train
     generator = torch.Generator().manual_seed(0)
-    x = train.gather(torch.arange(int(trainer.trainer_cfg.batch_size)), generator)
+    x = train.gather(torch.arange(trainer.trainer_cfg.batch_size), generator)
     explained = torch._dynamo.explain(trainer.training_step.objective)(x, 1, generator, False)
     reasons = sorted({" ".join(str(b.reason).split())[:120] for b in explained.break_reasons})
     return {

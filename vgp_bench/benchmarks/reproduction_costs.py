@@ -44,6 +44,7 @@ from vgp_bench.benchmarks.gpu_estimate import (
     trace_training_step,
 )
 from vgp_bench.benchmarks.overhead import make_trainer, run_steps
+from vgp_bench.run.config.typed import eval_settings, trainer_settings
 from vgp_bench.run.process.runtime import compose_config
 
 ROWS = [
@@ -91,15 +92,15 @@ def test_work(cfg: DictConfig, test_images: int) -> dict[str, int]:
     subset = cfg.eval.subset
     images = test_images if subset is None else min(int(subset), test_images)
     at_epochs = len(cfg.trainer.eval_at_epochs or [])
-    samples = int(cfg.eval.is_samples) + at_epochs * int(cfg.eval.epoch_is_samples)
+    samples = eval_settings(cfg).is_samples + at_epochs * eval_settings(cfg).epoch_is_samples
     return {"images": images, "samples": samples}
 
 
 def validation_work(cfg: DictConfig, valid_images: int) -> dict[str, int]:
     """The images and samples of the validation bound a row computes after every epoch (none
     without a validation split, as Sketch has none, or with trainer.valid_samples = 0)."""
-    samples = int(cfg.trainer.valid_samples or 0)
-    subset = int(cfg.trainer.valid_subset or 0)
+    trainer = trainer_settings(cfg)
+    samples, subset = trainer.valid_samples, trainer.valid_subset or 0
     images = min(subset, valid_images) if subset else valid_images
     return {"images": images if samples else 0, "samples": samples}
 
@@ -134,7 +135,7 @@ def evaluation_cost(
     to `images` x `samples` (`cfg`: the row's composed config, for its eval batch and chunk);
     seconds and the GPU model's trace."""
     overrides = [f"experiment={name}"]
-    batch, chunk = int(cfg.eval.batch_size), int(cfg.eval.chunk_size)
+    batch, chunk = eval_settings(cfg).batch_size, eval_settings(cfg).chunk_size
     timed_samples = min(samples, 100 if slow else 1000)
     timed_images = batch if slow else min(images, 10 * batch)
     timed, sizes = evaluation_run(overrides, timed_samples, data, split_name, timed_images)
@@ -158,8 +159,9 @@ def row_cost(name: str, gpu: GpuModel) -> dict[str, Any]:
     step_seconds = run_steps(trainer, 2 if slow else 20)
     step_trace = trace_training_step(trainer)
     parts = trainer.parts
-    batches = parts.data.train.batch_count(int(cfg.trainer.batch_size), bool(cfg.trainer.drop_last))
-    epochs = int(cfg.trainer.epochs)
+    trainer = trainer_settings(cfg)
+    batches = parts.data.train.batch_count(trainer.batch_size, trainer.drop_last)
+    epochs = trainer.epochs
     steps = epochs * batches
     work = test_work(cfg, len(parts.data.test))
     test = evaluation_cost(name, data, cfg, "test", work["samples"], work["images"], slow)
@@ -182,13 +184,13 @@ def row_cost(name: str, gpu: GpuModel) -> dict[str, Any]:
         "data": "Sketch-shaped synthetic" if data is SKETCH_SHAPED else data[0].split("=")[1],
         "epochs": epochs,
         "steps": steps,
-        "batch_size": int(cfg.trainer.batch_size),
+        "batch_size": trainer.batch_size,
         "step_ms": round(1000 * step_seconds, 2),
         "steps_cpu_hours": hours(steps * step_seconds),
         "validation": {**valid_work, "timed": validation["timed"] if validation else None},
         "validation_cpu_hours": hours(valid_seconds),
         "training_cpu_hours": hours(steps * step_seconds + valid_seconds),
-        "test_is_samples": int(cfg.eval.is_samples),
+        "test_is_samples": eval_settings(cfg).is_samples,
         "test_images": work["images"],
         "test_evaluations": work,
         "evaluation_timed": test["timed"],

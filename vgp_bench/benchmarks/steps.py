@@ -92,7 +92,7 @@ run_steps = overhead.run_steps
 
 def one_step(trainer: Trainer) -> Callable[[], Any]:
     """One training step on the first batch of the epoch (no logging terms)."""
-    indices = torch.arange(int(trainer.trainer_cfg.batch_size))
+    indices = torch.arange(trainer.trainer_cfg.batch_size)
     return lambda: trainer.training_step(indices, with_terms=False)
 
 
@@ -126,7 +126,7 @@ def gp_components(trainer: Trainer, device: torch.device, repeats: int) -> dict[
     head = trainer.parts.heads["z"]
     if not hasattr(head, "data_size") or not head.parts.warp.uses_gp:  # no GP: warp=linear
         return {}
-    batch = int(trainer.trainer_cfg.batch_size) * int(trainer.trainer_cfg.n_samples)
+    batch = trainer.trainer_cfg.batch_size * trainer.trainer_cfg.n_samples
     calls_per_step = int(getattr(trainer.parts.model, "steps", 1))
     core = floors.gp_core(head.data_size, head.latent_input_dim, batch, device)
     gp_ms = floors.median_ms(floors.seconds_per_call(core, repeats, device))
@@ -182,7 +182,7 @@ def step_entry(
     device = torch.device(device_name)
     print(f"  {name} ...", flush=True)
     trainer = make_trainer(overrides, device_name)
-    compiled = bool(trainer.trainer_cfg.compile)
+    compiled = trainer.trainer_cfg.compile
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         run_steps(trainer, max(2, block_steps // 2))  # warm-up (and compilation)
@@ -201,10 +201,10 @@ def step_entry(
         "step_ms": round(step_ms, 3),
         "step_ms_spread": {k: round(1000 * v, 3) for k, v in spread(step_times).items()},
         "steps_timed": blocks * block_steps,
-        "batch_size": int(trainer.trainer_cfg.batch_size),
+        "batch_size": trainer.trainer_cfg.batch_size,
     }
     if compiled:
-        entry["compile_mode"] = str(trainer.trainer_cfg.get("compile_mode", "auto"))
+        entry["compile_mode"] = trainer.trainer_cfg.compile_mode
         entry["graphed_steps"] = trainer.graphed_steps
         entry["compile_fallback"] = fallback
     if with_floor:

@@ -1,4 +1,5 @@
-"""The VGP's options: the part each name chooses, and the combinations refused.
+"""The VGP's options: their defaults (`VGPOptions`), the part each name chooses, and the
+combinations refused.
 
 Every choice (`inference.inputs`, `outputs`, `prior_mean`, `mean_field_scale`, `warp`,
 `aux_correction`, `objective`, `paper_auxiliary`) is a registry, a dict from the name to what
@@ -8,12 +9,49 @@ it selects, next to the parts it holds; `choose` is their one check and error me
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TypeVar
 
 from vgp_bench.errors import ConfigError
 from vgp_bench.inference.base import SiteSpec
 
 Choice = TypeVar("Choice")
+
+
+@dataclass(frozen=True)
+class VGPOptions:
+    """VGPHead's options and their defaults, declared once: VGPHead's keyword defaults are these,
+    and configs/inference/vgp.yaml states the same values (a test holds them equal); the comments
+    there say what each option does."""
+
+    variational_data_size: int = 500
+    latent_input_dim: int | None = None
+    inputs: str = "global"
+    outputs: str = "global"
+    outputs_rank: int = 32
+    objective: str = "collapsed"
+    aux_samples: int = 0
+    mean_field_scale: str = "tied"
+    noise_ratio: float = 0.1
+    prior_mean: str = "identity"
+    paper_auxiliary: str = "factorized"
+    warp: str = "gp"
+    aux_correction: str = "learned"
+    hidden_dims: tuple[int, ...] = ()
+    aux_hidden_dims: tuple[int, ...] = (256,)
+    activation: str = "tanh"
+    min_scale: float = 1e-4
+    kernel_variance: float = 0.01
+    kernel_inverse_lengthscale: float | None = None
+    init_output_spread: float = 0.1
+    init_noise_scale: float = 0.1
+    jitter: float = 1e-6
+    max_jitter: float = 1e-2
+    scale_link: str = "softplus"
+    init: str = "default"
+
+
+DEFAULTS = VGPOptions()
 
 
 def choose(key: str, name: str, choices: Mapping[str, Choice]) -> Choice:

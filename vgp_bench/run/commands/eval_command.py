@@ -19,6 +19,7 @@ from vgp_bench.errors import MissingDataError
 from vgp_bench.failures import USER_ERRORS, log_failure, print_error
 from vgp_bench.locations import CONFIG_DIR
 from vgp_bench.run.config.settings import check_added_keys, check_eval_settings, eval_command_keys
+from vgp_bench.run.config.typed import eval_settings, trainer_settings
 from vgp_bench.run.folder.checkpoint import load_checkpoint
 from vgp_bench.run.folder.folder_checks import refuse_misplaced_entries
 from vgp_bench.run.folder.metrics import Evaluation, read_record, write_record
@@ -125,7 +126,7 @@ def evaluate_checkpoint(
     cfg.eval = OmegaConf.merge(cfg.eval, eval_cfg)
     parts = components_from_checkpoint(cfg, checkpoint)
     step = int(checkpoint.get("state", {}).get("step", -1))
-    trained = max(step, 0) * int(cfg.trainer.batch_size) if "trainer" in cfg else None
+    trained = max(step, 0) * trainer_settings(cfg).batch_size if "trainer" in cfg else None
     claim = (
         claimed(run_dir, "vgp-eval", "eval.log", EVAL_BUSY_ADVICE)
         if writable
@@ -142,7 +143,7 @@ def evaluate_checkpoint(
         try:
             with interruptible(request):
                 request = EvaluationRequest(
-                    int(cfg.eval.is_samples),
+                    eval_settings(cfg).is_samples,
                     progress=True,
                     run_dir=run_dir if writable else None,
                     with_diagnostics=True,

@@ -16,6 +16,7 @@ from hydra_plugins.vgp_bench_plugins import register_plugins
 from vgp_bench.failures import USER_ERRORS, one_line_error, print_error
 from vgp_bench.locations import CONFIG_DIR
 from vgp_bench.run.config.settings import check_compile_device, check_train_settings
+from vgp_bench.run.config.typed import trainer_settings
 from vgp_bench.run.folder.checkpoint import (
     initial_model,
 )
@@ -56,7 +57,7 @@ def train(
     context = init_distributed(cfg.trainer.get("ddp_backend"))
     try:
         run_dir = Path(context.broadcast_object(str(run_dir)))
-        total_shards = context.world_size * int(cfg.trainer.micro_batches)
+        total_shards = context.world_size * trainer_settings(cfg).micro_batches
         plan = agreed_plan(context, cfg, run_dir, total_shards, False)  # refuse before loading
         if plan.checkpoint is None:
             initial_model(cfg)  # a missing or unfit trainer.init_model is a bad setting too

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -24,6 +25,7 @@ from vgp_bench.run.config.rules import (
     one_of,
     text,
     threads_rule,
+    threads_value,
 )
 
 
@@ -56,9 +58,12 @@ TRAINING, RESULT, OPERATIONAL, REPLICATE = (
 )
 
 
-def setting(default: Any, rule: Rule, effect: Effect = TRAINING) -> Any:
-    """A declared key: its default, the rule its values must pass and what a change does."""
-    metadata = {"rule": rule, "effect": effect}
+def setting(
+    default: Any, rule: Rule, effect: Effect = TRAINING, read: Callable[[Any], Any] | None = None
+) -> Any:
+    """A declared key: its default, the rule its values must pass and what a change does;
+    `read`: how code reads a value that passed (run/config/typed.py; else its declared type)."""
+    metadata = {"rule": rule, "effect": effect, "read": read}
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -70,7 +75,7 @@ class TopLevel:
 
     seed: int = setting(0, integer(), REPLICATE)
     device: str = setting("auto", device_name, OPERATIONAL)  # auto | cpu | cuda | cuda:N
-    threads: int | None = setting(None, threads_rule, OPERATIONAL)  # env VGP_THREADS
+    threads: int | None = setting(None, threads_rule, OPERATIONAL, threads_value)  # VGP_THREADS
     data_dir: str = setting("data", text(), OPERATIONAL)
     experiment_name: str | None = setting(None, text(optional=True), OPERATIONAL)
 

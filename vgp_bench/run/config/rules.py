@@ -169,6 +169,13 @@ def threads_rule(value: Any) -> str | None:
     return None
 
 
+def threads_value(value: Any) -> int | None:
+    """`threads`' value as its count (None: torch's default), as `threads_rule` accepts it."""
+    from vgp_bench.run.process.runtime import thread_count
+
+    return thread_count(value)
+
+
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from vgp_bench.data_identity import data_changes
 from vgp_bench.errors import CorruptDataError
+from vgp_bench.run.config.typed import top_level, trainer_settings
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -237,13 +238,14 @@ class RunRecord(Record):
         self.objective = inference.get("objective")
         self.aux_samples = inference.get("aux_samples", 0)
         self.structure = family_structure(inference)
-        self.seed = int(cfg.seed)
+        self.seed = top_level(cfg).seed
         self.code_version = version
         self.dataset = DatasetRecord(dataset)
         self.optimizer = cfg.optim.get("name")
-        self.batch_size = int(cfg.trainer.batch_size)
-        self.train_samples = int(cfg.trainer.n_samples)
-        self.train_objective = str(cfg.trainer.objective)
+        trainer = trainer_settings(cfg)
+        self.batch_size = trainer.batch_size
+        self.train_samples = trainer.n_samples
+        self.train_objective = trainer.objective
 
     def record_progress(
         self, state: RunState, status: str, error: str | None, world_size: int

@@ -17,6 +17,7 @@ from vgp_bench.data.base import DatasetBundle
 from vgp_bench.errors import CorruptDataError
 from vgp_bench.inference.base import build_heads
 from vgp_bench.models.base import LatentVariableModel
+from vgp_bench.run.config.typed import top_level, trainer_settings
 from vgp_bench.run.process.distributed import DistributedContext
 from vgp_bench.run.process.runtime import build, limit_gpu_memory, resolve_device
 from vgp_bench.schedules import StepSizeSchedule
@@ -48,18 +49,19 @@ def build_components(
     cfg: DictConfig, data: DatasetBundle | None = None, context: DistributedContext | None = None
 ) -> Components:
     """Dataset, model, heads, optimizer and schedule from the config (parameters seeded)."""
-    device = resolve_device(str(cfg.device))
+    settings, trainer = top_level(cfg), trainer_settings(cfg)
+    device = resolve_device(settings.device)
     if context is not None and context.enabled and device.type == "cuda":
         device = torch.device("cuda", context.local_rank)
-    limit_gpu_memory(device, cfg.trainer.get("gpu_memory_fraction"))
+    limit_gpu_memory(device, trainer.gpu_memory_fraction)
     data = load_data(cfg) if data is None else data
-    torch.manual_seed(int(cfg.seed))  # parameter initialisation
+    torch.manual_seed(settings.seed)  # parameter initialisation
     model = build(cfg.model, x_shape=data.x_shape)
     model.start_from_data(data.train.pixel_means())
     model = model.to(device)
     model.checks_inputs = False  # every batch comes from an ImageSplit: binary by construction
     heads = build_heads(build(cfg.inference), model.sites).to(device)
-    train_model = bool(cfg.trainer.get("train_model", True))
+    train_model = trainer.train_model
     model.requires_grad_(train_model)  # false: only the inference heads train
     parameters = [*(model.parameters() if train_model else []), *heads.parameters()]
     optimizer = build(cfg.optim.optimizer, params=parameters, **multi_tensor_update(cfg, device))

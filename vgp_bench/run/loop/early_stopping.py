@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from omegaconf import DictConfig
 
 from vgp_bench.errors import ConfigError
+from vgp_bench.run.config.declarations import Trainer
+from vgp_bench.run.config.typed import eval_settings, trainer_settings
 from vgp_bench.run.folder.checkpoint import RunState
 
 EARLY_STOPPING = "early_stopping"
@@ -23,10 +25,9 @@ class EarlyStopping:
     min_delta: float = 0.0
 
     @classmethod
-    def from_config(cls, trainer: DictConfig) -> EarlyStopping:
-        node = trainer.get("early_stopping") or {}
-        patience = node.get("patience")
-        return cls(None if patience is None else int(patience), float(node.get("min_delta", 0.0)))
+    def from_settings(cls, trainer: Trainer) -> EarlyStopping:
+        node = trainer.early_stopping
+        return cls(node.patience, node.min_delta)
 
     @property
     def enabled(self) -> bool:
@@ -51,9 +52,9 @@ class EarlyStopping:
 def checkpoint_to_test(cfg: DictConfig) -> str:
     """The parameters the final test evaluates: `best` (best.pt) or `final`; eval.checkpoint
     `auto` is best when early stopping is on, else final."""
-    choice = str(cfg.eval.get("checkpoint", "auto"))
+    choice = eval_settings(cfg).checkpoint
     if choice not in TEST_CHECKPOINTS:
         raise ConfigError(f"eval.checkpoint must be {' or '.join(TEST_CHECKPOINTS)}, got {choice}")
     if choice == "auto":
-        return "best" if EarlyStopping.from_config(cfg.trainer).enabled else "final"
+        return "best" if EarlyStopping.from_settings(trainer_settings(cfg)).enabled else "final"
     return choice

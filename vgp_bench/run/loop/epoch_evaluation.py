@@ -9,6 +9,8 @@ import torch
 from omegaconf import DictConfig
 
 from vgp_bench.diagnostics import head_diagnostics
+from vgp_bench.run.config.declarations import Eval
+from vgp_bench.run.config.typed import eval_settings, trainer_settings
 from vgp_bench.run.folder.eval_journal import EvaluationJournal
 from vgp_bench.run.folder.metrics import EpochEvaluation, Evaluation
 from vgp_bench.run.loop.build import Components
@@ -20,17 +22,17 @@ from vgp_bench.run.process.runtime import make_generator
 def validation_bound(parts: Components, cfg: DictConfig, context: DistributedContext) -> float:
     """The training objective on the validation split (IWAE's: its IS estimate at k =
     trainer.valid_samples)."""
-    trainer = cfg.trainer
+    trainer = trainer_settings(cfg)
     request = EvaluationRequest(
-        int(trainer.valid_samples), split="valid", subset=trainer.valid_subset or 0
+        trainer.valid_samples, split="valid", subset=trainer.valid_subset or 0
     )
     valid = evaluate_components(parts, cfg.eval, context, request)
-    return -(valid.nll if str(trainer.objective) == "iwae" else valid.bound_nll)
+    return -(valid.nll if trainer.objective == "iwae" else valid.bound_nll)
 
 
 def epoch_test(parts: Components, cfg: DictConfig, context: DistributedContext) -> EpochEvaluation:
     """The test bound after an epoch of `trainer.eval_at_epochs` (Table 2's columns)."""
-    request = EvaluationRequest(int(cfg.eval.epoch_is_samples))
+    request = EvaluationRequest(eval_settings(cfg).epoch_is_samples)
     test = evaluate_components(parts, cfg.eval, context, request)
     return EpochEvaluation(
         test_bound_nll=test.bound_nll,
@@ -53,8 +55,8 @@ def final_test(
     of a run that trained on `trained_examples`; with a `journal`, a stopped one resumes after
     its finished batches."""
     request = EvaluationRequest(
-        int(cfg.eval.is_samples),
-        progress=bool(cfg.trainer.progress),
+        eval_settings(cfg).is_samples,
+        progress=trainer_settings(cfg).progress,
         run_dir=run_dir,
         with_diagnostics=True,
         journal=journal,
@@ -63,11 +65,11 @@ def final_test(
     return evaluate_components(parts, cfg.eval, context, request)
 
 
-def head_statistics(parts: Components, count: int, cfg: DictConfig) -> dict[str, float]:
+def head_statistics(parts: Components, count: int, settings: Eval) -> dict[str, float]:
     """The heads' own statistics (the VGP's warp share) on the first `count` validation
     examples, with a fixed generator: the same draws every epoch."""
     valid = parts.data.valid
     assert valid is not None
     x = valid.gather(torch.arange(min(count, len(valid)))).to(parts.device)
-    generator = make_generator(parts.device, int(cfg.eval.seed))
+    generator = make_generator(parts.device, settings.seed)
     return head_diagnostics(parts.model, parts.heads, x, generator)

@@ -15,6 +15,7 @@ from tqdm import tqdm
 from vgp_bench.errors import ConfigError
 from vgp_bench.failures import USER_ERRORS, log_failure
 from vgp_bench.figures.images import save_run_figures
+from vgp_bench.run.config.typed import eval_settings, top_level, trainer_settings
 from vgp_bench.run.folder.checkpoint import RunState, load_checkpoint
 from vgp_bench.run.folder.metrics import EpochRecord
 from vgp_bench.run.folder.run_folder import RunFolder, RunPlan
@@ -62,16 +63,17 @@ class Trainer:
         context: DistributedContext | None = None,
         hydra_files: dict[str, Any] | None = None,
     ) -> None:
-        split = str(cfg.eval.split)
+        self.settings, self.eval_settings = top_level(cfg), eval_settings(cfg)
+        split = self.eval_settings.split
         if split not in ("train", "valid", "test") or getattr(parts.data, split, None) is None:
             raise ConfigError(f"eval.split={split} does not exist for this dataset")
-        self.cfg, self.trainer_cfg, self.parts = cfg, cfg.trainer, parts
+        self.cfg, self.trainer_cfg, self.parts = cfg, trainer_settings(cfg), parts
         self.context = context or DistributedContext()
         self.folder = RunFolder(Path(run_dir), self.context, hydra_files or {})
-        self.training_step = TrainingStep(parts, cfg.trainer, int(cfg.seed), self.context)
-        self.nonfinite = NonFinitePolicy(int(cfg.trainer.max_nonfinite))
-        self.early_stopping = EarlyStopping.from_config(cfg.trainer)
-        validates = parts.data.valid is not None and int(cfg.trainer.valid_samples) > 0
+        self.training_step = TrainingStep(parts, self.trainer_cfg, self.settings.seed, self.context)
+        self.nonfinite = NonFinitePolicy(self.trainer_cfg.max_nonfinite)
+        self.early_stopping = EarlyStopping.from_settings(self.trainer_cfg)
+        validates = parts.data.valid is not None and self.trainer_cfg.valid_samples > 0
         if self.early_stopping.enabled and not validates:
             raise ConfigError(
                 "trainer.early_stopping needs the validation bound: this run has no validation "
@@ -79,10 +81,9 @@ class Trainer:
             )
         self.test_checkpoint = checkpoint_to_test(cfg)
         # the budget, read once (the loop checks it every step; bench sets max_steps directly)
-        max_steps = cfg.trainer.max_steps
-        self.max_steps: int | None = None if max_steps is None else int(max_steps)
-        self.epochs = int(cfg.trainer.epochs)
-        self.checkpoint_every = int(cfg.trainer.checkpoint_every)
+        self.max_steps: int | None = self.trainer_cfg.max_steps
+        self.epochs = self.trainer_cfg.epochs
+        self.checkpoint_every = self.trainer_cfg.checkpoint_every
         self.state = RunState()
         self.steps_at_start = 0
         self.loggers: RunLogger = RunLogger()  # TensorBoard, CSV, MLflow: the logger group
@@ -152,9 +153,8 @@ class Trainer:
     def run_epoch(self, stop_request: StopRequest, bar: tqdm) -> tuple[bool, bool]:
         """Train to the end of the epoch: (epoch completed, stop agreed by every rank)."""
         cfg, state, train_split = self.trainer_cfg, self.state, self.parts.data.train
-        batch_size, drop_last = int(cfg.batch_size), bool(cfg.drop_last)
-        log_every = int(cfg.log_every)
-        order = train_split.epoch_order(state.epoch, int(self.cfg.seed), bool(cfg.shuffle))
+        batch_size, drop_last, log_every = cfg.batch_size, cfg.drop_last, cfg.log_every
+        order = train_split.epoch_order(state.epoch, self.settings.seed, cfg.shuffle)
         batches = train_split.batch_indices(batch_size, order, state.batch_in_epoch, drop_last)
         n_batches = train_split.batch_count(batch_size, drop_last)
         window = LoggingWindow(self.parts.device)
@@ -208,15 +208,15 @@ class Trainer:
                     state.best_valid_bound = record.valid_bound
                     state.best_epoch = state.epoch
             if cfg.diagnostics_examples and parts.data.valid is not None and main:
-                statistics = head_statistics(parts, int(cfg.diagnostics_examples), self.cfg)
+                statistics = head_statistics(parts, cfg.diagnostics_examples, self.eval_settings)
                 for name, value in statistics.items():
                     self.loggers.log_scalar(f"heads/{name}", value, state.step)
                 record.update(statistics)
-            if state.epoch in [int(e) for e in cfg.eval_at_epochs]:
+            if state.epoch in cfg.eval_at_epochs:
                 test = epoch_test(parts, self.cfg, self.context)
                 state.eval_at_epochs[str(state.epoch)] = test.to_json()
                 self.loggers.log_scalar("test/bound_nll", test.test_bound_nll, state.step)
-            if cfg.image_every and state.epoch % int(cfg.image_every) == 0 and main:
+            if cfg.image_every and state.epoch % cfg.image_every == 0 and main:
                 self.save_images()
         state.history.append(record.to_json())
         state.epoch_bound_sum, state.epoch_bound_count = 0.0, 0
@@ -254,7 +254,7 @@ class Trainer:
             journal = None
             if not self.context.enabled and os.access(path, os.W_OK):
                 journal = evaluation_journal(self.parts, self.cfg.eval, path, self.log)
-            trained = step * int(self.trainer_cfg.batch_size)
+            trained = step * self.trainer_cfg.batch_size
             test = final_test(self.parts, self.cfg, self.context, path, journal, trained)
             if test.aux_gap_skipped:
                 self.log.info("%s", test.aux_gap_skipped)
@@ -334,7 +334,7 @@ class Trainer:
     def save_images(self) -> None:
         """samples, reconstructions (and the model's own figures), PNG and PDF; to the loggers."""
         parts, path = self.parts, self.folder.path
-        generator = make_generator(parts.device, int(self.cfg.seed) + 7)
+        generator = make_generator(parts.device, self.settings.seed + 7)
         grids, files = save_run_figures(parts.model, parts.heads, parts.data.test, path, generator)
         for name, grid in grids.items():
             self.loggers.log_image(name, grid, self.state.step)
@@ -356,7 +356,7 @@ class Trainer:
 
     def steps_planned(self) -> int:
         cfg = self.trainer_cfg
-        per_epoch = self.parts.data.train.batch_count(int(cfg.batch_size), bool(cfg.drop_last))
+        per_epoch = self.parts.data.train.batch_count(cfg.batch_size, cfg.drop_last)
         total = self.epochs * per_epoch
         return total if self.max_steps is None else min(total, self.max_steps)
 
