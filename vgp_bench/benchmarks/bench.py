@@ -60,6 +60,8 @@ def bench_evaluation(quick: bool) -> dict[str, Any]:
     torch.manual_seed(0)
     naive_model = plain_vae.PlainVAE(images.shape[1])
 
+    settings = eval_settings(cfg)
+
     def runner() -> float:
         started = time.perf_counter()
         estimate_split(
@@ -67,8 +69,8 @@ def bench_evaluation(quick: bool) -> dict[str, Any]:
             parts.heads,
             split,
             samples,
-            eval_settings(cfg).chunk_size,
-            eval_settings(cfg).batch_size,
+            settings.chunk_size,
+            settings.batch_size,
             make_generator(parts.device, 0),
             parts.device,
         )
@@ -85,7 +87,7 @@ def bench_evaluation(quick: bool) -> dict[str, Any]:
         "what": f"IS of {examples} test examples x {samples} samples; ratio = naive / runner",
         "runner_samples_per_s": round(per_sample / (result["ours_ms"] / 1000)),
         "naive_samples_per_s": round(per_sample / (result["theirs_ms"] / 1000)),
-        "chunk_size": eval_settings(cfg).chunk_size,
+        "chunk_size": settings.chunk_size,
     }
     # the floor: the decoder's matmuls for all samples, batched (what neither loop can avoid)
     calls = floors.record_linear_algebra(runner)

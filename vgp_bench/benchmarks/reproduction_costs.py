@@ -92,7 +92,8 @@ def test_work(cfg: DictConfig, test_images: int) -> dict[str, int]:
     subset = cfg.eval.subset
     images = test_images if subset is None else min(int(subset), test_images)
     at_epochs = len(cfg.trainer.eval_at_epochs or [])
-    samples = eval_settings(cfg).is_samples + at_epochs * eval_settings(cfg).epoch_is_samples
+    settings = eval_settings(cfg)
+    samples = settings.is_samples + at_epochs * settings.epoch_is_samples
     return {"images": images, "samples": samples}
 
 
@@ -135,7 +136,8 @@ def evaluation_cost(
     to `images` x `samples` (`cfg`: the row's composed config, for its eval batch and chunk);
     seconds and the GPU model's trace."""
     overrides = [f"experiment={name}"]
-    batch, chunk = eval_settings(cfg).batch_size, eval_settings(cfg).chunk_size
+    settings = eval_settings(cfg)
+    batch, chunk = settings.batch_size, settings.chunk_size
     timed_samples = min(samples, 100 if slow else 1000)
     timed_images = batch if slow else min(images, 10 * batch)
     timed, sizes = evaluation_run(overrides, timed_samples, data, split_name, timed_images)
