@@ -38,6 +38,8 @@ def train(
     for step in range(steps):
         for param in params:
             param.grad = torch.randn(param.shape, generator=generator, dtype=dtype)
+        if step == 0:
+            params[2].grad = None  # its state starts with its first gradient, a step late
         if step == 3:
             params[1].grad = None  # a parameter without a gradient this step is left alone
         optimizer.step()
@@ -75,6 +77,12 @@ def test_the_blocked_update_is_torchs_bit_for_bit(small_blocks: None, dtype: tor
     ours, theirs = train(blocked(), dtype=dtype), train(torchs(), dtype=dtype)
     assert_same(ours, theirs)
     assert not torch.equal(ours[0][2], parameters(dtype)[2])  # it moved
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_whole_tensors_update_at_once_as_torchs_bit_for_bit(dtype: torch.dtype) -> None:
+    """At the real sizes every tensor here is whole: one foreach call per operation."""
+    assert_same(train(blocked(), dtype=dtype), train(torchs(), dtype=dtype))
 
 
 @pytest.mark.parametrize(
