@@ -1,9 +1,15 @@
-"""The bench's overhead, evaluation-time, GP-algebra and VGP-step sections run and say what they
-measured (their speed is the bench's business, not a test's)."""
+"""The bench's overhead, evaluation-time, GP-algebra, VGP-step and optimizer-update sections run
+and say what they measured (their speed is the bench's business, not a test's)."""
 
 from __future__ import annotations
 
-from vgp_bench.benchmarks import evaluation_time, gp_algebra, overhead, vgp_step
+from vgp_bench.benchmarks import (
+    evaluation_time,
+    gp_algebra,
+    optimizer_update,
+    overhead,
+    vgp_step,
+)
 
 
 def test_alternate_takes_the_median_of_alternating_blocks() -> None:
@@ -77,3 +83,16 @@ def test_the_study_rows_compose_the_vae_protocol_with_the_vgp_head() -> None:
     }  # the study's own experiments
     for cfg in configs.values():  # the protocol: batch 20, dynamic binarization
         assert cfg.trainer.batch_size == 20 and cfg.dataset.binarization == "dynamic"
+
+
+def test_the_optimizer_section_times_each_update_on_the_rows_parameters() -> None:
+    small = ["model=dlgm1", "model.latent_dims=[4]", "model.hidden_dims=[[16]]", "inference=vae"]
+    data = ["dataset=synthetic", "dataset.n_train=40", "dataset.n_test=8"]
+    makers = {
+        "ours": lambda p: optimizer_update.RMSprop(p, foreach=False),
+        "torch's": lambda p: optimizer_update.torch.optim.RMSprop(p, foreach=False),
+    }
+    row = optimizer_update.compare(small, makers, quick=True, data=data)
+    assert row["tensors"] > 0 and row["entries"] > row["tensors"]
+    assert set(row["ms_per_update"]) == {"ours", "torch's"}
+    assert all(value > 0 for value in row["ms_per_update"].values())

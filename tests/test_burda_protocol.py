@@ -253,7 +253,7 @@ def test_the_vgp_head_starts_its_vae_layers_glorot_and_makes_its_scales_by_exp()
 
 
 def test_burda_adam_per_tensor_and_multi_tensor_updates_agree_bit_for_bit() -> None:
-    """The CPU default (one tensor at a time) computes what the multi-tensor update does."""
+    """One tensor at a time computes what the multi-tensor update (the default) does."""
     trajectories = []
     for foreach in (True, False):
         torch.manual_seed(0)
@@ -279,5 +279,5 @@ def test_an_older_checkpoint_without_foreach_resumes_with_this_process_choice() 
     restored = BurdaAdam([parameter])
     restored.load_state_dict(saved)
     parameter.grad = torch.ones(3)
-    restored.step()  # reads the missing key as None: the device decides
+    restored.step()  # reads the missing key as None: all tensors at once
     assert float(restored.state[parameter]["step"]) == 2

@@ -399,10 +399,13 @@ def test_the_multi_tensor_update_trains_bit_for_bit_as_the_per_tensor_loop(
     cfg = compose_config([*common, "+optim.optimizer.foreach=true"])
     assert all(group["foreach"] for group in build_components(cfg).optimizer.param_groups)
     train(cfg, tmp_path / "foreach")
-    loop = compose_config(common)  # the CPU default: the per-tensor loop
+    loop = compose_config([*common, "+optim.optimizer.foreach=false"])
     assert not any(group["foreach"] for group in build_components(loop).optimizer.param_groups)
     train(loop, tmp_path / "loop")
     assert_same_parameters(tmp_path / "foreach", tmp_path / "loop")
+    # the CPU default: all tensors at once, but for the RMSprop whose CPU update is its own
+    default = build_components(compose_config(common)).optimizer.param_groups
+    assert all(group["foreach"] is (optimizer == "adam") for group in default)
 
 
 def test_a_fixed_model_from_another_run_keeps_its_weights_and_trains_only_q(

@@ -31,8 +31,9 @@ class BurdaAdam(torch.optim.Optimizer):
     starts at, which is why it is kept.
 
     The step size `lr` may change between steps (the staged schedule); t keeps counting.
-    `foreach` runs each operation over all parameters at once (None: on CUDA), else one tensor
-    at a time (faster on CPU, where a tensor's state stays in cache); the numbers are the same.
+    `foreach` (None or True) runs each operation over all parameters at once, False one tensor
+    at a time; the numbers are the same, and at the DLGMs' sizes all at once is the faster on
+    CPU too (docs/performance.md).
     """
 
     def __init__(
@@ -90,9 +91,7 @@ class BurdaAdam(torch.optim.Optimizer):
             step_size = (
                 float(group["lr"]) * math.sqrt(1.0 - beta2**timestep) / (1.0 - beta1**timestep)
             )
-            foreach = group.get("foreach")  # absent from checkpoints of older code
-            if foreach is None:
-                foreach = params[0].is_cuda
+            foreach = group.get("foreach") is not False  # absent from older checkpoints
             scale = float(group.get("gradient_scale", 1.0))
             settings = (beta1, beta2, step_size, float(group["eps"]), scale, bool(group["lagged"]))
             if foreach:
@@ -162,6 +161,7 @@ class RMSprop(torch.optim.RMSprop):
     differentiable or capturable) is torch's own step.
     """
 
+    cpu_update_of_its_own = True  # the runner leaves `foreach` off on CPU (run/loop/build.py)
     block_size = 1 << 16  # elements a block: 256 KiB each of state, gradient, parameter and
     # the square root's buffer in float32
     blocked_above = 1 << 21  # a tensor of more entries (8 MiB in float32) goes in blocks, a

@@ -189,6 +189,7 @@ EXTRA_BENCHMARKS: list[tuple[str, str]] = [
     ("evaluation_time", "vgp_bench.benchmarks.evaluation_time:bench_evaluation_time"),
     ("gp_algebra", "vgp_bench.benchmarks.gp_algebra:bench_gp_algebra"),
     ("vgp_step", "vgp_bench.benchmarks.vgp_step:bench_vgp_step"),
+    ("optimizer_update", "vgp_bench.benchmarks.optimizer_update:bench_optimizer_update"),
 ]
 
 
@@ -294,6 +295,7 @@ def table(results: dict[str, Any]) -> str:
             "| --- | ---: |",
         ]
         lines += [f"| {name} | {row['estimated_hours']:.2f} |" for name, row in rows.items()]
+    lines += optimizer_lines(results.get("optimizer_update", {}))
     targets = results.get("targets", [])
     if targets:
         lines += [
@@ -308,3 +310,17 @@ def table(results: dict[str, Any]) -> str:
                 f"{'yes' if check['met'] else 'no'} | {reason} |"
             )
     return "\n".join(lines)
+
+
+def optimizer_lines(section: dict[str, Any]) -> list[str]:
+    """The optimizer_update section as markdown: ms an update of each row under each update."""
+    lines = []
+    for family in ("rmsprop", "adam"):
+        for row, entry in section.get(family, {}).items():
+            if not lines:
+                lines += ["", "| parameters of | update | ms an update |", "| --- | --- | ---: |"]
+            label = f"{row} ({entry['tensors']} tensors, {entry['entries'] / 1e6:.2f} M entries)"
+            lines += [
+                f"| {label} | {name} | {ms:.3f} |" for name, ms in entry["ms_per_update"].items()
+            ]
+    return lines
