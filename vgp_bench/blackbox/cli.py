@@ -20,8 +20,8 @@ from vgp_bench.blackbox import FittedFamily, fit
 from vgp_bench.catalog import check_fit_families
 from vgp_bench.failures import USER_ERRORS, print_error
 from vgp_bench.figures.drawing import density_panels_figure, save_figure
-from vgp_bench.locations import CONFIG_DIR
 from vgp_bench.run.config.settings import check_fit_settings
+from vgp_bench.run.config.store import CONFIG_DIR
 from vgp_bench.run.process.host_memory import keep_freed_memory
 from vgp_bench.run.process.runtime import apply_threads, build
 from vgp_bench.run.process.signals import run_command

@@ -17,8 +17,9 @@ from omegaconf import DictConfig, OmegaConf
 from vgp_bench.data_identity import data_changes, data_identity, describe_changes
 from vgp_bench.errors import MissingDataError
 from vgp_bench.failures import USER_ERRORS, log_failure, print_error
-from vgp_bench.locations import CONFIG_DIR
+from vgp_bench.run.config.command_line import refuse_bad_command_line
 from vgp_bench.run.config.settings import check_added_keys, check_eval_settings, eval_command_keys
+from vgp_bench.run.config.store import CONFIG_DIR
 from vgp_bench.run.config.typed import eval_settings, trainer_settings
 from vgp_bench.run.folder.checkpoint import load_checkpoint
 from vgp_bench.run.folder.folder_checks import refuse_misplaced_entries
@@ -230,6 +231,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
+    refuse_bad_command_line("vgp-eval", sys.argv[1:])
     run_command("vgp-eval", _hydra_main)
 
 
