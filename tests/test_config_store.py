@@ -13,10 +13,11 @@ from omegaconf.errors import ValidationError
 
 from tests.helpers import CONFIG_DIR, REPO, compose_config
 from vgp_bench.run.config.command_line import TYPED_KEYS, command_line_problem
-from vgp_bench.run.config.declarations import Eval, TopLevel, Trainer
+from vgp_bench.run.config.declarations import Eval, Fit, Samples, TopLevel, Trainer
 from vgp_bench.run.config.keys import is_resumable_key
-from vgp_bench.run.config.schema import Key
+from vgp_bench.run.config.schema import FIT_KEYS, Key
 from vgp_bench.run.config.store import TrainSchema
+from vgp_bench.run.config.typed import typed
 from vgp_bench.run.folder.resume_policy import resume_changes
 
 TRAIN_TYPED = list(TYPED_KEYS["vgp-train"].values())
@@ -28,6 +29,8 @@ def test_the_composed_configs_are_typed_by_the_declarations() -> None:
     assert OmegaConf.get_type(cfg.trainer) is Trainer and OmegaConf.get_type(cfg.eval) is Eval
     evaluate = compose_config(["checkpoint=x"], config_name="evaluate")
     assert OmegaConf.get_type(evaluate.eval) is Eval
+    fit = compose_config([], config_name="fit")
+    assert OmegaConf.get_type(fit) is Fit and OmegaConf.get_type(fit.samples) is Samples
 
 
 def test_the_yaml_states_no_declared_value() -> None:
@@ -40,12 +43,17 @@ def test_the_yaml_states_no_declared_value() -> None:
     declared = {item.name for item in dataclasses.fields(TopLevel)}
     assert declared & set(top) == {"threads"}
     assert top.defaults[0] == "train_schema"
+    fit = OmegaConf.load(CONFIG_DIR / "fit.yaml")
+    assert {key.name.split(".")[0] for key in FIT_KEYS} & set(fit) == {"threads"}
+    assert fit.defaults[0] == "fit_schema"
 
 
 def test_the_composed_defaults_are_the_declared_ones() -> None:
     cfg = compose_config([])
     assert OmegaConf.to_object(cfg.trainer) == Trainer()
     assert OmegaConf.to_object(cfg.eval) == Eval()
+    fit = compose_config([], config_name="fit")
+    assert typed(Fit, fit) == Fit(threads=None)  # target and head: the YAML's, not typed
 
 
 # A value of the wrong type for each declared kind (a str takes any scalar)
@@ -81,6 +89,9 @@ def test_the_command_line_check_reads_sweeps_and_leaves_the_rest_to_hydra() -> N
     fine = ["--cfg", "job", "seed=range(3)", "trainer.epochs=${seed}", "~trainer.grad_clip"]
     assert command_line_problem("vgp-train", [*fine, "model=dlgm2", "dataset.subset=abc"]) is None
     assert command_line_problem("vgp-fit", ["trainer.epochs=abc"]) is None  # not vgp-fit's key
+    assert command_line_problem("vgp-fit", ["samples.plot=0"]) == (
+        "samples.plot must be an integer >= 1, got 0"
+    )
 
 
 RUNNING_STUDY = sorted((REPO / "results" / "calibrated" / "runs").glob("*/config.yaml"))

@@ -331,23 +331,30 @@ def test_bad_settings_are_refused_before_anything_starts(
 
 
 @pytest.mark.parametrize(
-    ("override", "key"),
-    [("trainer.epochs=abc", "trainer.epochs"), ("trainer.drop_last=maybe", "trainer.drop_last")],
+    ("command", "override", "key"),
+    [
+        ("vgp-train", "trainer.epochs=abc", "trainer.epochs"),
+        ("vgp-train", "trainer.drop_last=maybe", "trainer.drop_last"),
+        ("vgp-fit", "steps=abc", "steps"),
+    ],
 )
-def test_a_value_of_the_wrong_type_is_refused_by_composition(override: str, key: str) -> None:
+def test_a_value_of_the_wrong_type_is_refused_by_composition(
+    command: str, override: str, key: str
+) -> None:
     """Hydra's schemas (run/config/store.py) refuse a value of the wrong type as they compose,
     naming the key; on the command line the one-line check before composition answers first
     (test_command_line_errors_are_one_line_naming_the_key)."""
+    name, common = ("fit", []) if command == "vgp-fit" else ("config", TINY)
     with pytest.raises(ConfigCompositionException) as error:
-        compose_config([*TINY, override])
+        compose_config([*common, override], config_name=name)
     assert str(error.value) == f"Error merging override {override}"
     assert key in str(error.value.__cause__)  # OmegaConf's: the value, the type, full_key: <key>
-    assert command_line_problem("vgp-train", [override]).startswith(f"{key} must be ")
+    assert command_line_problem(command, [override]).startswith(f"{key} must be ")
 
 
 @pytest.mark.parametrize(
     ("override", "key"),
-    [("steps=-5", "steps"), ("steps=abc", "steps"), ("samples.importance=0", "samples")],
+    [("steps=-5", "steps"), ("samples.importance=0", "samples")],
 )
 def test_vgp_fit_settings_are_checked(tmp_path: Path, override: str, key: str) -> None:
     with pytest.raises(ConfigError, match=rf"^{key}"):

@@ -11,12 +11,14 @@ from typing import Any
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 
-from vgp_bench.run.config.schema import EVAL_KEYS, TOP_LEVEL_KEYS, TRAINER_KEYS, Key
+from vgp_bench.run.config.schema import EVAL_KEYS, FIT_KEYS, TOP_LEVEL_KEYS, TRAINER_KEYS, Key
 
-# The keys each command's schemas type: vgp-train's top level, trainer and eval; vgp-eval's eval
+# The keys each command's schemas type: vgp-train's top level, trainer and eval; vgp-eval's
+# eval; vgp-fit's own
 TYPED_KEYS: dict[str, dict[str, Key]] = {
     "vgp-train": {key.name: key for key in (*TOP_LEVEL_KEYS, *TRAINER_KEYS, *EVAL_KEYS)},
     "vgp-eval": {key.name: key for key in EVAL_KEYS},
+    "vgp-fit": {key.name: key for key in FIT_KEYS},
 }
 
 

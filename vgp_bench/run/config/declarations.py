@@ -16,12 +16,15 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from omegaconf import MISSING
+
 from vgp_bench.run.config.rules import (
     Rule,
     boolean,
     device_name,
     integer,
     integer_list,
+    non_empty_list,
     number,
     one_of,
     text,
@@ -204,6 +207,41 @@ class Eval:
     aux_gap_budget: str = setting("auto", one_of("auto", "full"), OPERATIONAL)
 
 
+@dataclass
+class Samples:
+    """vgp-fit's `samples`: the draws of each estimate."""
+
+    per_step: int = setting(256, integer(1))  # Monte Carlo samples per optimization step
+    bound: int = setting(10000, integer(1))  # draws for the reported bound
+    importance: int = setting(1000, integer(1))  # importance samples for the log Z estimate
+    plot: int = setting(200000, integer(1))  # draws for each family's histogram
+
+
+@dataclass
+class Fit:
+    """vgp-fit's keys (configs/fit.yaml extends them: fit_schema), in the composed config's
+    order; no resume and no report read them. `target` and `head` hold the density's and each
+    family's options, checked by what they build."""
+
+    target: Any = MISSING  # no rule: the options of what it builds, which checks them
+    seed: int = setting(0, integer())
+    threads: int | str | None = setting(None, threads_rule, read=threads_value)  # as TopLevel's
+    steps: int = setting(2000, integer(1))
+    # Adam, decayed on a cosine to final_learning_rate
+    learning_rate: float = setting(0.02, number(positive=True))
+    final_learning_rate: float = setting(5.0e-4, number(positive=True))
+    # a VGP starts as z = xi + noise of this scale; null: the head's own start
+    identity_start: float | None = setting(0.3, number(optional=True))
+    # any configs/inference/ file (mean_field: vae.yaml)
+    families: list[str] = setting(  # noqa: RUF009
+        ["vgp", "mean_field", "planar_flow", "hvi"], non_empty_list
+    )
+    head: Any = MISSING  # each family's options (configs/fit.yaml), checked by its head
+    samples: Samples = field(default_factory=Samples)
+    # PNG path; default fit-<target>.png in the Hydra run dir
+    out: str | None = setting(None, text(optional=True))
+
+
 def value_kind(hint: Any) -> type:
     """bool, int, float, str or list: the kind of a field's values, the first of a union's
     (`threads`: int, also as VGP_THREADS's text), Optional left out."""
@@ -221,6 +259,8 @@ def declared_fields(schema: type, prefix: str = "") -> list[tuple[str, type, Rul
         name = f"{prefix}{item.name}"
         if dataclasses.is_dataclass(hints[item.name]):
             found.extend(declared_fields(hints[item.name], f"{name}."))
+            continue
+        if "rule" not in item.metadata:  # a node of options (Fit.target, Fit.head)
             continue
         found.append(
             (name, value_kind(hints[item.name]), item.metadata["rule"], item.metadata["effect"])

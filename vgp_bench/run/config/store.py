@@ -1,5 +1,5 @@
 """Hydra's ConfigStore holding the declared dataclasses as schemas (train_schema, trainer_schema,
-eval_schema), so that Hydra checks each key's type as it composes. Every path
+eval_schema, fit_schema), so that Hydra checks each key's type as it composes. Every path
 that composes reads CONFIG_DIR or compose_config from here, so importing this module (which
 registers them) comes first."""
 
@@ -13,7 +13,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig
 
 from vgp_bench import locations
-from vgp_bench.run.config.declarations import Eval, TopLevel, Trainer
+from vgp_bench.run.config.declarations import Eval, Fit, TopLevel, Trainer
 
 
 @dataclass
@@ -42,6 +42,7 @@ SCHEMAS: dict[str, type] = {
     "train_schema": TrainSchema,
     "trainer_schema": Trainer,
     "eval_schema": Eval,
+    "fit_schema": Fit,  # vgp-fit's primary schema
 }
 
 
