@@ -13,7 +13,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from vgp_bench.run.process.runtime import compose_config
+from vgp_bench.run.config.store import compose_config
 
 __all__ = [
     "CONFIG_DIR",

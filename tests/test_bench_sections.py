@@ -65,7 +65,7 @@ def test_the_vgp_step_section_interleaves_its_rows_and_gives_ratios_to_the_vae()
 
 
 def test_the_study_rows_compose_the_vae_protocol_with_the_vgp_head() -> None:
-    from vgp_bench.run.process.runtime import compose_config
+    from vgp_bench.run.config.store import compose_config
 
     rows = vgp_step.GROUPS["burda_dlgm1 (study protocol, batch 20)"]
     configs = {name: compose_config(overrides) for name, overrides in rows.items()}

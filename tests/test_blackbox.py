@@ -13,7 +13,8 @@ import torch
 
 from vgp_bench.blackbox import families, fit
 from vgp_bench.blackbox.cli import fit_figure, histogram_grid, run, target_density_grid
-from vgp_bench.run.process.runtime import build, compose_config
+from vgp_bench.run.config.store import compose_config
+from vgp_bench.run.process.runtime import build
 from vgp_bench.targets import (
     TARGETS,
     Banana,

@@ -78,7 +78,7 @@ def test_a_training_step_is_traced_with_the_multi_tensor_update_and_restored() -
 
 
 def test_test_work_counts_the_final_and_the_epoch_evaluations() -> None:
-    from vgp_bench.run.process.runtime import compose_config
+    from vgp_bench.run.config.store import compose_config
 
     table2 = compose_config([*costs.SKETCH_SHAPED, "experiment=table2_draw_vae"])
     assert costs.test_work(table2, 2000) == {"images": 2000, "samples": 500 + 3 * 100}

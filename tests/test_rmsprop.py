@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from vgp_bench.optimizers import RMSprop
-from vgp_bench.run.process.runtime import compose_config
+from vgp_bench.run.config.store import compose_config
 from vgp_bench.schedules import paper_decay
 
 # shapes around the block size used below (64): smaller, equal, one over, many blocks and a

@@ -8,7 +8,6 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from vgp_bench.locations import CONFIG_DIR
 from vgp_bench.run.process.signals import run_command
 
 # Hydra options that print something and run nothing
@@ -24,6 +23,8 @@ def print_only(config_name: str) -> None:
     """Hydra's answer to --help, --cfg, --info for `config_name`, with nothing else loaded."""
     import hydra
 
+    from vgp_bench.run.config.store import CONFIG_DIR  # the schemas registered first
+
     @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name=config_name)
     def nothing(_cfg: object) -> None:  # Hydra prints and exits before it would run this
         return None
@@ -31,8 +32,12 @@ def print_only(config_name: str) -> None:
     nothing()
 
 
-def entry(module: str, config_name: str) -> None:
-    """Run `module`'s Hydra command, or only print what the command line asks for."""
+def entry(command: str, module: str, config_name: str) -> None:
+    """Run `module`'s Hydra command, or only print what the command line asks for; a bad value
+    of a key the schemas type is one line before Hydra composes (run/config/command_line.py)."""
+    from vgp_bench.run.config.command_line import refuse_bad_command_line
+
+    refuse_bad_command_line(command, sys.argv[1:])
     if prints_only(sys.argv[1:]):
         print_only(config_name)
         return
@@ -41,14 +46,16 @@ def entry(module: str, config_name: str) -> None:
 
 def train() -> None:
     """`vgp-train`."""
-    run_command("vgp-train", lambda: entry("vgp_bench.run.commands.train", "config"))
+    run_command("vgp-train", lambda: entry("vgp-train", "vgp_bench.run.commands.train", "config"))
 
 
 def evaluate() -> None:
     """`vgp-eval`."""
-    run_command("vgp-eval", lambda: entry("vgp_bench.run.commands.eval_command", "evaluate"))
+    run_command(
+        "vgp-eval", lambda: entry("vgp-eval", "vgp_bench.run.commands.eval_command", "evaluate")
+    )
 
 
 def fit() -> None:
     """`vgp-fit`."""
-    run_command("vgp-fit", lambda: entry("vgp_bench.blackbox.cli", "fit"))
+    run_command("vgp-fit", lambda: entry("vgp-fit", "vgp_bench.blackbox.cli", "fit"))

@@ -35,11 +35,12 @@ from vgp_bench.benchmarks.steps import (
     data_overrides,
     write,
 )
+from vgp_bench.run.config.store import compose_config
 from vgp_bench.run.config.typed import eval_settings
 from vgp_bench.run.loop.build import build_components
 from vgp_bench.run.loop.evaluate import estimate_split
 from vgp_bench.run.process.host_memory import keep_freed_memory
-from vgp_bench.run.process.runtime import code_version, compose_config, make_generator
+from vgp_bench.run.process.runtime import code_version, make_generator
 
 
 def load_average() -> list[float] | None:

@@ -17,8 +17,9 @@ from typing import Any
 import torch
 
 from vgp_bench.benchmarks.families import data_overrides
+from vgp_bench.run.config.store import compose_config
 from vgp_bench.run.config.typed import eval_settings
-from vgp_bench.run.process.runtime import compose_config, make_generator
+from vgp_bench.run.process.runtime import make_generator
 
 TEST_IMAGES = 10_000
 TABLE_SAMPLES = 5000

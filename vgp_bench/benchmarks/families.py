@@ -15,8 +15,8 @@ from typing import Any
 import torch
 
 from vgp_bench.locations import checkout_root, group_options
+from vgp_bench.run.config.store import compose_config
 from vgp_bench.run.config.typed import trainer_settings
-from vgp_bench.run.process.runtime import compose_config
 
 # The rows of the families whose Table 1 settings (or variants) are timed; every other family of
 # configs/inference/ is timed at its config's settings after them, with no edit here

@@ -20,7 +20,7 @@ import torch
 
 from vgp_bench.benchmarks import floors, plain_vae
 from vgp_bench.benchmarks.families import data_overrides
-from vgp_bench.run.process.runtime import compose_config
+from vgp_bench.run.config.store import compose_config
 
 BATCH_SIZES = (20, 100)
 RUNNER_TARGET = 0.97  # runner speed / plain loop speed, each batch size

@@ -44,8 +44,8 @@ from vgp_bench.benchmarks.gpu_estimate import (
     trace_training_step,
 )
 from vgp_bench.benchmarks.overhead import make_trainer, run_steps
+from vgp_bench.run.config.store import compose_config
 from vgp_bench.run.config.typed import eval_settings, trainer_settings
-from vgp_bench.run.process.runtime import compose_config
 
 ROWS = [
     "burda_dlgm1_vae",

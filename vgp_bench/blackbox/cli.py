@@ -20,8 +20,9 @@ from vgp_bench.blackbox import FittedFamily, fit
 from vgp_bench.catalog import check_fit_families
 from vgp_bench.failures import USER_ERRORS, print_error
 from vgp_bench.figures.drawing import density_panels_figure, save_figure
-from vgp_bench.locations import CONFIG_DIR
+from vgp_bench.run.config.command_line import refuse_bad_command_line
 from vgp_bench.run.config.settings import check_fit_settings
+from vgp_bench.run.config.store import CONFIG_DIR
 from vgp_bench.run.process.host_memory import keep_freed_memory
 from vgp_bench.run.process.runtime import apply_threads, build
 from vgp_bench.run.process.signals import run_command
@@ -171,6 +172,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """`vgp-fit`; a Ctrl-C stops it with one line."""
+    refuse_bad_command_line("vgp-fit", sys.argv[1:])
     run_command("vgp-fit", _hydra_main)
 
 

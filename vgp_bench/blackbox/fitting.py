@@ -32,8 +32,9 @@ from vgp_bench.estimators import chunked_estimate
 from vgp_bench.inference.base import SiteSample, SiteSpec, VariationalHead
 from vgp_bench.inference.vgp import VGPHead
 from vgp_bench.locations import CONFIG_DIR
+from vgp_bench.run.config.store import compose_config
 from vgp_bench.run.loop.nonfinite import NonFinitePolicy, SkippedSteps, gradient_norm
-from vgp_bench.run.process.runtime import build, compose_config
+from vgp_bench.run.process.runtime import build
 
 LogDensity = Callable[[Tensor], Tensor]  # [n, D] -> [n]
 

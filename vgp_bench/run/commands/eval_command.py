@@ -17,8 +17,9 @@ from omegaconf import DictConfig, OmegaConf
 from vgp_bench.data_identity import data_changes, data_identity, describe_changes
 from vgp_bench.errors import MissingDataError
 from vgp_bench.failures import USER_ERRORS, log_failure, print_error
-from vgp_bench.locations import CONFIG_DIR
+from vgp_bench.run.config.command_line import refuse_bad_command_line
 from vgp_bench.run.config.settings import check_added_keys, check_eval_settings, eval_command_keys
+from vgp_bench.run.config.store import CONFIG_DIR
 from vgp_bench.run.config.typed import eval_settings, trainer_settings
 from vgp_bench.run.folder.checkpoint import load_checkpoint
 from vgp_bench.run.folder.folder_checks import refuse_misplaced_entries
@@ -124,6 +125,7 @@ def evaluate_checkpoint(
         refuse_foreign_checkpoint(path, checkpoint, run_dir)
     cfg = checkpoint_config(checkpoint, device_name, data_dir)
     cfg.eval = OmegaConf.merge(cfg.eval, eval_cfg)
+    settings = eval_settings(cfg)
     parts = components_from_checkpoint(cfg, checkpoint)
     step = int(checkpoint.get("state", {}).get("step", -1))
     trained = max(step, 0) * trainer_settings(cfg).batch_size if "trainer" in cfg else None
@@ -139,11 +141,11 @@ def evaluate_checkpoint(
         log.info("evaluating %s (step %d): %s", path, step, OmegaConf.to_container(cfg.eval))
         journal = None
         if writable:
-            journal = evaluation_journal(parts, cfg.eval, run_dir, log)
+            journal = evaluation_journal(parts, settings, run_dir, log)
         try:
             with interruptible(request):
                 request = EvaluationRequest(
-                    eval_settings(cfg).is_samples,
+                    settings.is_samples,
                     progress=True,
                     run_dir=run_dir if writable else None,
                     with_diagnostics=True,
@@ -151,7 +153,7 @@ def evaluate_checkpoint(
                     trained_examples=trained,
                     step=step,
                 )
-                evaluation = evaluate_components(parts, cfg.eval, DistributedContext(), request)
+                evaluation = evaluate_components(parts, settings, DistributedContext(), request)
         except EvaluationInterrupted:
             if journal is not None and journal.path.exists():
                 log.info(
@@ -169,7 +171,7 @@ def evaluate_checkpoint(
             raise
         evaluation.checkpoint = path.name  # the record adds what was evaluated, and when
         evaluation.step = step
-        evaluation.subset = cfg.eval.subset
+        evaluation.subset = settings.subset
         evaluation.evaluated_at = datetime.now().astimezone().isoformat(timespec="seconds")
         evaluation.dataset = data_identity(parts.data.info)
         metrics_path = run_dir / "metrics.json"
@@ -230,6 +232,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
+    refuse_bad_command_line("vgp-eval", sys.argv[1:])
     run_command("vgp-eval", _hydra_main)
 
 

@@ -14,8 +14,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.vgp_bench_plugins import register_plugins
 from vgp_bench.failures import USER_ERRORS, one_line_error, print_error
-from vgp_bench.locations import CONFIG_DIR
+from vgp_bench.run.config.command_line import refuse_bad_command_line
 from vgp_bench.run.config.settings import check_compile_device, check_train_settings
+from vgp_bench.run.config.store import CONFIG_DIR
 from vgp_bench.run.config.typed import trainer_settings
 from vgp_bench.run.folder.checkpoint import (
     initial_model,
@@ -127,6 +128,7 @@ def outcome(record: RunRecord) -> str:
 
 
 def main() -> None:
+    refuse_bad_command_line("vgp-train", sys.argv[1:])
     run_command("vgp-train", _hydra_main)
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from vgp_bench.run.config.declarations import (
     Effect,
     Eval,
+    Fit,
     TopLevel,
     Trainer,
     declared_fields,
@@ -22,12 +23,9 @@ from vgp_bench.run.config.rules import (
     Rule,
     boolean,
     integer,
-    non_empty_list,
-    number,
     one_of,
     target_node,
     text,
-    threads_rule,
 )
 
 
@@ -102,19 +100,6 @@ TRAIN_KEYS = (
 # The effect of a key under these groups that no declaration names (one of older configs)
 GROUP_EFFECTS = {"eval": OPERATIONAL, "logger": OPERATIONAL}
 
-# vgp-fit's config (configs/fit.yaml; no resume, no report); `head` holds each family's
-# options and `target` the density's, both checked by what they build
-FIT_KEYS = (
-    Key("seed", int, integer()),
-    Key("threads", int, threads_rule),
-    Key("steps", int, integer(1)),
-    Key("learning_rate", float, number(positive=True)),
-    Key("final_learning_rate", float, number(positive=True)),
-    Key("identity_start", float, number(optional=True)),
-    Key("families", list, non_empty_list),
-    Key("samples.per_step", int, integer(1)),
-    Key("samples.bound", int, integer(1)),
-    Key("samples.importance", int, integer(1)),
-    Key("samples.plot", int, integer(1)),
-    Key("out", str, text(optional=True)),
-)
+# vgp-fit's config (configs/fit.yaml; no resume, no report): declared by declarations.Fit;
+# `head` holds each family's options and `target` the density's, both checked by what they build
+FIT_KEYS = keys_of(Fit)

@@ -22,7 +22,9 @@ def typed(schema: type[Declared], node: DictConfig | Mapping[str, Any]) -> Decla
     hints = typing.get_type_hints(schema)
     found: dict[str, Any] = {}
     for item in dataclasses.fields(schema):  # type: ignore[arg-type]
-        if item.name not in node:
+        if item.name not in node or (
+            "rule" not in item.metadata and not dataclasses.is_dataclass(hints[item.name])
+        ):  # absent, or a node of options without a rule (Fit.target, Fit.head)
             continue
         hint, value = hints[item.name], node[item.name]  # only the declared keys are resolved
         if dataclasses.is_dataclass(hint):

@@ -6,11 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig
 
 from vgp_bench.diagnostics import head_diagnostics
-from vgp_bench.run.config.declarations import Eval
-from vgp_bench.run.config.typed import eval_settings, trainer_settings
+from vgp_bench.run.config.declarations import Eval, Trainer
 from vgp_bench.run.folder.eval_journal import EvaluationJournal
 from vgp_bench.run.folder.metrics import EpochEvaluation, Evaluation
 from vgp_bench.run.loop.build import Components
@@ -19,21 +17,22 @@ from vgp_bench.run.process.distributed import DistributedContext
 from vgp_bench.run.process.runtime import make_generator
 
 
-def validation_bound(parts: Components, cfg: DictConfig, context: DistributedContext) -> float:
+def validation_bound(
+    parts: Components, trainer: Trainer, settings: Eval, context: DistributedContext
+) -> float:
     """The training objective on the validation split (IWAE's: its IS estimate at k =
     trainer.valid_samples)."""
-    trainer = trainer_settings(cfg)
     request = EvaluationRequest(
         trainer.valid_samples, split="valid", subset=trainer.valid_subset or 0
     )
-    valid = evaluate_components(parts, cfg.eval, context, request)
+    valid = evaluate_components(parts, settings, context, request)
     return -(valid.nll if trainer.objective == "iwae" else valid.bound_nll)
 
 
-def epoch_test(parts: Components, cfg: DictConfig, context: DistributedContext) -> EpochEvaluation:
+def epoch_test(parts: Components, settings: Eval, context: DistributedContext) -> EpochEvaluation:
     """The test bound after an epoch of `trainer.eval_at_epochs` (Table 2's columns)."""
-    request = EvaluationRequest(eval_settings(cfg).epoch_is_samples)
-    test = evaluate_components(parts, cfg.eval, context, request)
+    request = EvaluationRequest(settings.epoch_is_samples)
+    test = evaluate_components(parts, settings, context, request)
     return EpochEvaluation(
         test_bound_nll=test.bound_nll,
         test_bound_nll_stderr=test.bound_nll_stderr,
@@ -45,7 +44,8 @@ def epoch_test(parts: Components, cfg: DictConfig, context: DistributedContext) 
 
 def final_test(
     parts: Components,
-    cfg: DictConfig,
+    trainer: Trainer,
+    settings: Eval,
     context: DistributedContext,
     run_dir: Path,
     journal: EvaluationJournal | None = None,
@@ -55,14 +55,14 @@ def final_test(
     of a run that trained on `trained_examples`; with a `journal`, a stopped one resumes after
     its finished batches."""
     request = EvaluationRequest(
-        eval_settings(cfg).is_samples,
-        progress=trainer_settings(cfg).progress,
+        settings.is_samples,
+        progress=trainer.progress,
         run_dir=run_dir,
         with_diagnostics=True,
         journal=journal,
         trained_examples=trained_examples,
     )
-    return evaluate_components(parts, cfg.eval, context, request)
+    return evaluate_components(parts, settings, context, request)
 
 
 def head_statistics(parts: Components, count: int, settings: Eval) -> dict[str, float]:

@@ -13,7 +13,6 @@ from typing import Any
 
 import h5py
 import torch
-from omegaconf import DictConfig
 from torch import Tensor, nn
 from tqdm import tqdm
 
@@ -23,6 +22,7 @@ from vgp_bench.errors import ConfigError
 from vgp_bench.estimators import chunked_estimate
 from vgp_bench.files import atomic_file
 from vgp_bench.models.base import LatentVariableModel
+from vgp_bench.run.config.declarations import Eval
 from vgp_bench.run.folder.eval_journal import EvaluationJournal, weights_sha256
 from vgp_bench.run.folder.metrics import Evaluation
 from vgp_bench.run.loop.build import Components
@@ -164,7 +164,7 @@ class EvaluationRequest:
 
 
 def evaluate_components(
-    parts: Components, eval_cfg: DictConfig, context: DistributedContext, request: EvaluationRequest
+    parts: Components, settings: Eval, context: DistributedContext, request: EvaluationRequest
 ) -> Evaluation:
     """IS log-likelihood and bound on a split, sharded over ranks; per-example file when asked
     (named after the split, S, the images, the parameters' `step` and the data; see
@@ -175,22 +175,22 @@ def evaluate_components(
     `trained_examples` (see `aux_gap_examples`); its `journal` (this rank's) keeps the finished
     batches, and the evaluation resumes after them.
     """
-    split_name = request.split or str(eval_cfg.split)
+    split_name = request.split or settings.split
     split: ImageSplit | None = getattr(parts.data, split_name, None)
     if split is None:
         raise ConfigError(f"eval.split={split_name} does not exist for this dataset")
-    subset = request.subset if request.subset is not None else eval_cfg.subset
+    subset = request.subset if request.subset is not None else settings.subset
     if subset:
-        split = split.subset(int(subset))
+        split = split.subset(subset)
     indices = torch.arange(len(split))[context.rank :: context.world_size]
     estimate = estimate_split(
         parts.model,
         parts.heads,
         split.select(indices),
         request.is_samples,
-        int(eval_cfg.chunk_size),
-        int(eval_cfg.batch_size),
-        make_generator(parts.device, int(eval_cfg.seed) + context.rank),
+        settings.chunk_size,
+        settings.batch_size,
+        make_generator(parts.device, settings.seed + context.rank),
         parts.device,
         progress=request.progress and context.is_main,
         description=f"IS x{request.is_samples}",
@@ -213,7 +213,7 @@ def evaluate_components(
     }
     if weights:
         evaluation.weight = weights
-    examples, skipped = aux_gap_examples(eval_cfg, request.trained_examples)
+    examples, skipped = aux_gap_examples(settings, request.trained_examples)
     if skipped and request.with_diagnostics and has_auxiliary_model(parts.heads):
         evaluation.aux_gap_skipped = skipped
     if request.with_diagnostics and examples > 0 and context.is_main:
@@ -221,14 +221,14 @@ def evaluate_components(
             parts.model,
             parts.heads,
             split.subset(examples),
-            int(eval_cfg.aux_gap_samples),
-            int(eval_cfg.aux_gap_draws),
-            make_generator(parts.device, int(eval_cfg.seed) + 1),
+            settings.aux_gap_samples,
+            settings.aux_gap_draws,
+            make_generator(parts.device, settings.seed + 1),
             parts.device,
             progress=request.progress and context.is_main,
         )
         evaluation.update(gap)
-    if eval_cfg.save_per_example and request.run_dir is not None and context.is_main:
+    if settings.save_per_example and request.run_dir is not None and context.is_main:
         first = len(split) if subset else 0
         name = per_example_name(
             split_name, request.is_samples, parts.data.info, subset=first, step=request.step
@@ -268,7 +268,7 @@ def has_auxiliary_model(heads: nn.ModuleDict) -> bool:
     return any(head.has_auxiliary_samples for head in heads.values())
 
 
-def aux_gap_examples(eval_cfg: DictConfig, trained_examples: int | None) -> tuple[int, str | None]:
+def aux_gap_examples(settings: Eval, trained_examples: int | None) -> tuple[int, str | None]:
     """How many examples the end-of-run auxiliary gap uses, and what it skipped (or None).
 
     `eval.aux_gap_budget=auto` spends at most the training's own work: examples x draws x
@@ -276,11 +276,10 @@ def aux_gap_examples(eval_cfg: DictConfig, trained_examples: int | None) -> tupl
     the time of its steps and a table run gets all `eval.aux_gap_examples`; `full` always
     takes them all.
     """
-    wanted = int(eval_cfg.get("aux_gap_examples") or 0)
-    budget = str(eval_cfg.get("aux_gap_budget") or "full")
-    if wanted <= 0 or budget == "full" or trained_examples is None:
+    wanted = settings.aux_gap_examples
+    if wanted <= 0 or settings.aux_gap_budget == "full" or trained_examples is None:
         return wanted, None
-    per_example = max(1, int(eval_cfg.aux_gap_samples) * int(eval_cfg.aux_gap_draws))
+    per_example = max(1, settings.aux_gap_samples * settings.aux_gap_draws)
     affordable = trained_examples // per_example
     if affordable >= wanted:
         return wanted, None
@@ -304,9 +303,9 @@ def save_per_example(estimate: SplitEstimate, path: str | Path) -> None:
 
 
 def evaluation_journal(
-    parts: Components, eval_cfg: DictConfig, run_dir: Path, log: logging.Logger
+    parts: Components, settings: Eval, run_dir: Path, log: logging.Logger
 ) -> EvaluationJournal:
-    """The journal of a final evaluation of `parts` on `eval_cfg`'s split (one process).
+    """The journal of a final evaluation of `parts` on the split of `settings` (one process).
 
     Its fingerprint is what the numbers depend on; a journal resumes only when all of it
     matches: the weights, the data, the settings, the device and torch.
@@ -315,12 +314,12 @@ def evaluation_journal(
     fingerprint = {
         "weights_sha256": weights_sha256({"model": parts.model, "heads": parts.heads}),
         "dataset": json.dumps(dataset, sort_keys=True, default=str),  # source, binarization
-        "split": str(eval_cfg.split),
-        "subset": None if not eval_cfg.subset else int(eval_cfg.subset),
-        "is_samples": int(eval_cfg.is_samples),
-        "chunk_size": int(eval_cfg.chunk_size),
-        "batch_size": int(eval_cfg.batch_size),
-        "seed": int(eval_cfg.seed),
+        "split": settings.split,
+        "subset": settings.subset or None,
+        "is_samples": settings.is_samples,
+        "chunk_size": settings.chunk_size,
+        "batch_size": settings.batch_size,
+        "seed": settings.seed,
         "device": parts.device.type,  # CPU and CUDA draw different numbers from one seed
         "torch": str(torch.__version__),
     }

@@ -201,7 +201,9 @@ class Trainer:
             self.loggers.log_scalar("train/epoch_bound", record.train_bound, state.step)
         with interruptible(self.stop_request):
             if parts.data.valid is not None and cfg.valid_samples:
-                record.valid_bound = validation_bound(parts, self.cfg, self.context)
+                record.valid_bound = validation_bound(
+                    parts, self.trainer_cfg, self.eval_settings, self.context
+                )
                 self.loggers.log_scalar("valid/bound", record.valid_bound, state.step)
                 if record.valid_bound > state.best_valid_bound:
                     self.save("best.pt")
@@ -213,7 +215,7 @@ class Trainer:
                     self.loggers.log_scalar(f"heads/{name}", value, state.step)
                 record.update(statistics)
             if state.epoch in cfg.eval_at_epochs:
-                test = epoch_test(parts, self.cfg, self.context)
+                test = epoch_test(parts, self.eval_settings, self.context)
                 state.eval_at_epochs[str(state.epoch)] = test.to_json()
                 self.loggers.log_scalar("test/bound_nll", test.test_bound_nll, state.step)
             if cfg.image_every and state.epoch % cfg.image_every == 0 and main:
@@ -245,17 +247,20 @@ class Trainer:
             self.save_images()  # a run stopped by max_steps inside its first epoch
         test = self.folder.record.test
         current = test is not None and (step if test.step is None else test.step) == step
-        if self.cfg.eval.at_end and (trained or not current):
+        settings = self.eval_settings
+        if settings.at_end and (trained or not current):
             tested = self.load_tested_parameters()
             self.log.info(
                 "evaluating %s on %s, %d samples",
-                tested["checkpoint"], self.cfg.eval.split, self.cfg.eval.is_samples,
+                tested["checkpoint"], settings.split, settings.is_samples,
             )  # fmt: skip
             journal = None
             if not self.context.enabled and os.access(path, os.W_OK):
-                journal = evaluation_journal(self.parts, self.cfg.eval, path, self.log)
+                journal = evaluation_journal(self.parts, settings, path, self.log)
             trained = step * self.trainer_cfg.batch_size
-            test = final_test(self.parts, self.cfg, self.context, path, journal, trained)
+            test = final_test(
+                self.parts, self.trainer_cfg, settings, self.context, path, journal, trained
+            )
             if test.aux_gap_skipped:
                 self.log.info("%s", test.aux_gap_skipped)
             config = OmegaConf.to_container(self.cfg, resolve=True)

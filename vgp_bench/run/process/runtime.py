@@ -1,4 +1,5 @@
-"""Run-time plumbing: devices, configs composed and built into objects, code version."""
+"""Run-time plumbing: devices, threads, config nodes built into objects, code version (configs are
+composed by run/config/store.py, with the schemas registered)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 import vgp_bench
 from vgp_bench.errors import ConfigError
-from vgp_bench.locations import CONFIG_DIR, checkout_root
+from vgp_bench.locations import checkout_root
 
 
 def sweep_job_number() -> int | None:
@@ -111,18 +111,6 @@ def limit_gpu_memory(device: torch.device, fraction: float | None) -> None:
         )
     if device.type == "cuda":
         torch.cuda.set_per_process_memory_fraction(float(fraction), device)
-
-
-def compose_config(
-    overrides: list[str], config_name: str = "config", return_hydra_config: bool = False
-) -> DictConfig:
-    """The config a command of this repository sees for these command-line overrides."""
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        return compose(
-            config_name=config_name,
-            overrides=overrides,
-            return_hydra_config=return_hydra_config,
-        )
 
 
 def build(node: DictConfig, **runtime_kwargs: Any) -> Any:
