@@ -150,7 +150,7 @@ class RMSprop(torch.optim.RMSprop):
     """torch.optim.RMSprop whose plain update (no momentum, not centered) of a large CPU tensor
     (over `blocked_above` entries) runs block by block, so each block's five elementwise passes
     stay in the CPU's cache, and of the smaller tensors all at once (a foreach call per
-    operation: at batch 20 a Python call per tensor and operation was a tenth of dlgm1's step).
+    operation instead of a Python call per tensor and operation; make bench's optimizer_update).
 
     Every element goes through the same operations in the same order as in torch's update, so
     the numbers are the same bit for bit (tests/test_rmsprop.py), and so are the state and its

@@ -121,8 +121,8 @@ def multi_tensor_update(cfg: DictConfig, device: torch.device) -> dict[str, bool
 
     Both compute the same numbers (bit for bit, tests/test_train.py and test_burda_protocol.py).
     On CUDA it saves a kernel launch per tensor; on this project's CPU it saves a Python call
-    per tensor and operation: Burda's Adam on the calibrated study's VGP (23 tensors, 0.57 M
-    entries) 1.02 against 1.36 ms an update, torch's Adam 1.02 against 1.22 (docs/performance.md).
+    per tensor and operation: faster for every optimizer on the parameters the studies train
+    (make bench's optimizer_update, docs/performance.md).
     """
     node = cfg.optim.optimizer
     if "foreach" in node:
