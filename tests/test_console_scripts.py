@@ -76,3 +76,27 @@ def test_fit_help_lists_the_targets_and_every_family(tmp_path: Path) -> None:
     assert "mean_field (vae)" in families  # the VAE's name in vgp-fit
     default = Fit().families  # declared with vgp-fit's keys (fit.yaml no longer repeats it)
     assert f"default {default}" in families
+
+
+def test_two_hydra_modes_are_one_line_not_a_traceback(tmp_path: Path) -> None:
+    from vgp_bench.console_scripts import modes_named
+
+    assert modes_named(["-m", "--cfg", "job", "seed=0,1"]) == ["--multirun", "--cfg"]
+    assert modes_named(["--cfg=job", "-c", "hydra", "--help"]) == ["--cfg"]
+    script = Path(sys.executable).parent / "vgp-train"
+    if not script.exists():
+        pytest.skip("vgp-train is not installed in this environment (run make setup)")
+    result = subprocess.run(
+        [str(script), "-m", "--cfg", "job", "seed=0,1"],
+        cwd=tmp_path,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1 and not result.stdout
+    assert result.stderr.splitlines() == [
+        "vgp-train: error: --multirun and --cfg cannot go together: name one of --run, "
+        "--multirun, --cfg, --info and --shell-completion"
+    ]
+    assert not any(tmp_path.iterdir())

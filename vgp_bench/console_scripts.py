@@ -14,6 +14,22 @@ from vgp_bench.run.process.signals import run_command
 PRINT_ONLY = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion")
 
 
+# Hydra's modes, of which a command line may name one (its long and short spellings)
+MODES = {
+    "--run": "--run", "-r": "--run", "--multirun": "--multirun", "-m": "--multirun",
+    "--cfg": "--cfg", "-c": "--cfg", "--info": "--info", "-i": "--info",
+    "--shell-completion": "--shell-completion", "-sc": "--shell-completion",
+}  # fmt: skip
+
+
+def modes_named(arguments: Sequence[str]) -> list[str]:
+    """The distinct Hydra modes the command line names, in its order."""
+    named = [
+        MODES[argument.split("=")[0]] for argument in arguments if argument.split("=")[0] in MODES
+    ]
+    return list(dict.fromkeys(named))
+
+
 def prints_only(arguments: Sequence[str]) -> bool:
     """Whether the command line asks Hydra only to print (help, config, info)."""
     return any(argument.split("=")[0] in PRINT_ONLY for argument in arguments)
@@ -38,6 +54,14 @@ def entry(command: str, module: str, config_name: str) -> None:
     from vgp_bench.run.config.command_line import refuse_bad_command_line
 
     refuse_bad_command_line(command, sys.argv[1:])
+    modes = modes_named(sys.argv[1:])
+    if len(modes) > 1:  # Hydra would raise it with a traceback
+        print(
+            f"{command}: error: {' and '.join(modes)} cannot go together: name one of --run, "
+            "--multirun, --cfg, --info and --shell-completion",
+            file=sys.stderr,
+        )
+        sys.exit(1)
     if prints_only(sys.argv[1:]):
         print_only(config_name)
         return
