@@ -8,6 +8,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from vgp_bench.failures import refuse
 from vgp_bench.run.process.signals import run_command
 
 # Hydra options that print something and run nothing
@@ -24,10 +25,8 @@ MODES = {
 
 def modes_named(arguments: Sequence[str]) -> list[str]:
     """The distinct Hydra modes the command line names, in its order."""
-    named = [
-        MODES[argument.split("=")[0]] for argument in arguments if argument.split("=")[0] in MODES
-    ]
-    return list(dict.fromkeys(named))
+    options = (argument.split("=")[0] for argument in arguments)
+    return list(dict.fromkeys(MODES[option] for option in options if option in MODES))
 
 
 def prints_only(arguments: Sequence[str]) -> bool:
@@ -56,12 +55,11 @@ def entry(command: str, module: str, config_name: str) -> None:
     refuse_bad_command_line(command, sys.argv[1:])
     modes = modes_named(sys.argv[1:])
     if len(modes) > 1:  # Hydra would raise it with a traceback
-        print(
-            f"{command}: error: {' and '.join(modes)} cannot go together: name one of --run, "
-            "--multirun, --cfg, --info and --shell-completion",
-            file=sys.stderr,
+        refuse(
+            command,
+            f"{' and '.join(modes)} cannot go together: name one of --run, --multirun, --cfg, "
+            "--info and --shell-completion",
         )
-        sys.exit(1)
     if prints_only(sys.argv[1:]):
         print_only(config_name)
         return

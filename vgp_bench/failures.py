@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import NoReturn
 
 from vgp_bench.errors import UserError
 
@@ -34,3 +35,10 @@ def print_error(command: str, error: BaseException, expected: bool) -> None:
     text = one_line_error(error, expected)
     notes = "; ".join(getattr(error, "__notes__", []))
     print(f"{command}: error: {text}" + (f" ({notes})" if notes else ""), file=sys.stderr)
+
+
+def refuse(command: str, text: str) -> NoReturn:
+    """Exit with status 1 after `<command>: error: <text on one line>` on stderr: a start
+    refused before anything ran."""
+    print(f"{command}: error: {' '.join(text.split())}", file=sys.stderr)
+    sys.exit(1)

@@ -4,13 +4,13 @@ takes, where Hydra would refuse it during composition in a message of many lines
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 
+from vgp_bench.failures import refuse
 from vgp_bench.run.config.schema import EVAL_KEYS, FIT_KEYS, TOP_LEVEL_KEYS, TRAINER_KEYS, Key
 
 # The keys each command's schemas type: vgp-train's top level, trainer and eval; vgp-eval's
@@ -64,5 +64,4 @@ def refuse_bad_command_line(command: str, arguments: Sequence[str]) -> None:
     """Exit with status 1 and one line on stderr when `command_line_problem` finds one."""
     problem = command_line_problem(command, arguments)
     if problem:
-        print(f"{command}: error: {' '.join(problem.split())}", file=sys.stderr)
-        sys.exit(1)
+        refuse(command, problem)

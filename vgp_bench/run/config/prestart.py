@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from vgp_bench.errors import ConfigError, UserError
+from vgp_bench.failures import refuse
 
 
 def first_existing(path: Path) -> Path:
@@ -149,5 +149,4 @@ class PreStart(Callback):
         try:
             check()
         except UserError as error:  # a bad setting, a missing or damaged data file
-            print(f"{self.command}: error: {' '.join(str(error).split())}", file=sys.stderr)
-            sys.exit(1)
+            refuse(self.command, str(error))
