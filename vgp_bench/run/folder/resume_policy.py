@@ -75,30 +75,32 @@ def refuse_data_change(run_dir: Path, current: Mapping[str, Any]) -> None:
     )
 
 
-def load_last_checkpoint(last: Path) -> dict[str, Any]:
-    """`last.pt` to resume from; unreadable, the error says how the run can go on."""
+def load_to_resume(path: Path, advice: str) -> dict[str, Any]:
+    """The checkpoint `path` of a run to resume; unreadable, the error ends with `advice`, how
+    the run can go on."""
     try:
-        return load_checkpoint(last, map_location="cpu")
+        return load_checkpoint(path, map_location="cpu")
     except ValueError as error:
         reason = str(error).split("; delete it")[0]
-        raise RunFolderError(
-            f"{reason}; move it out of the folder and run again to restart the run from "
-            "scratch (its record is kept in a sibling folder), or write into a new folder "
-            "(hydra.run.dir=...)"
-        ) from error
+        raise RunFolderError(f"{reason}; {advice}") from error
+
+
+def load_last_checkpoint(last: Path) -> dict[str, Any]:
+    """`last.pt` to resume from; unreadable, the error says how the run can go on."""
+    return load_to_resume(
+        last,
+        "move it out of the folder and run again to restart the run from scratch (its record "
+        "is kept in a sibling folder), or write into a new folder (hydra.run.dir=...)",
+    )
 
 
 def load_best_checkpoint(best: Path) -> dict[str, Any]:
     """`best.pt` of a run to resume (its final test may evaluate it); unreadable, the error
     says how the run can go on."""
-    try:
-        return load_checkpoint(best, map_location="cpu")
-    except ValueError as error:
-        reason = str(error).split("; delete it")[0]
-        raise RunFolderError(
-            f"{reason}; move it out of the folder and run again (the run's next validated "
-            "epoch writes a new one)"
-        ) from error
+    return load_to_resume(
+        best,
+        "move it out of the folder and run again (the run's next validated epoch writes a new one)",
+    )
 
 
 # eval keys that change no number of a run's test result
