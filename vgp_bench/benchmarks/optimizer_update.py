@@ -81,9 +81,11 @@ def bench_optimizer_update(quick: bool) -> dict[str, Any]:
         ),
     }
     adam = {
-        "Burda's Adam, foreach": lambda p: BurdaAdam(p, gradient_scale=20.0, foreach=True),
+        "Burda's Adam, foreach": lambda p: BurdaAdam(
+            p, gradient_scale=20.0, foreach=True, **SETTINGS
+        ),
         "Burda's Adam, tensor by tensor": lambda p: BurdaAdam(
-            p, gradient_scale=20.0, foreach=False
+            p, gradient_scale=20.0, foreach=False, **SETTINGS
         ),
         "torch's Adam, foreach": lambda p: torch.optim.Adam(p, foreach=True, **SETTINGS),
         "torch's Adam, tensor by tensor": lambda p: torch.optim.Adam(p, foreach=False, **SETTINGS),
