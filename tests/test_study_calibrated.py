@@ -95,3 +95,90 @@ def test_the_vaes_second_seed_pairs_with_the_vgp_over_the_test_images(
     assert (
         f"{float(control.mean()):+.2f}" in answer[1] and "Paired over the test images" in answer[1]
     )
+
+
+def amend_run(folder: Path, test: dict[str, Any], last_epoch: dict[str, Any]) -> None:
+    """Add to a run's test and to its last epoch's record, and give it 100 diagnostics images."""
+    record = json.loads((folder / "metrics.json").read_text())
+    if record.get("test") is not None:
+        record["test"].update(test)
+    record["history"][-1].update(last_epoch)
+    (folder / "metrics.json").write_text(json.dumps(record))
+    config = (folder / "config.yaml").read_text()
+    (folder / "config.yaml").write_text(config + "  diagnostics_examples: 100\n")
+    forget_records()
+
+
+def test_the_answer_reads_the_vgps_flexibility_its_khat_shares_and_each_rows_cost(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The VGP's head statistics at its last recorded epoch are read as mean-field or not (the
+    control's quoted beside them), the tested runs' k-hat shares warn only when most images
+    are above 0.7, and each row's cost comes from the reproduction costs with its step against
+    the VAE's."""
+    forget_records()
+    monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
+    calibration_run(
+        tmp_path / "calibration" / "runs" / "burda_dlgm1_vae_s0", "finished", 3280, 86.6
+    )
+    folder = tmp_path / "calibrated" / "runs"
+    calibration_run(folder / "burda_dlgm1_vgp_s0", "running", 40, None)
+    calibration_run(folder / "burda_dlgm1_vgp_control_s0", "running", 30, None)
+    answer = calibrated.calibrated_answer().splitlines()
+    assert answer[2].endswith("Waiting for `burda_dlgm1_vgp_s0`'s head statistics.")
+    assert answer[4].endswith("Not measured yet: " + ", ".join(
+        name for _, name in calibrated.EXPERIMENTS
+    ) + ".")  # fmt: skip
+
+    affine = {
+        "z/warp_share": 0.7,
+        "z/nonlinear_warp_share": 2e-4,
+        "z/variance_dispersion": 4e-6,
+        "z/total_correlation": 0.02,
+    }
+    amend_run(folder / "burda_dlgm1_vgp_s0", {}, affine)
+    control = {**affine, "z/warp_share": 100.0, "z/total_correlation": 0.0}
+    amend_run(folder / "burda_dlgm1_vgp_control_s0", {}, control)
+    flexibility = calibrated.calibrated_answer().splitlines()[2]
+    assert "The VGP's q at epoch 40 of 3280, still training, on 100 validation images: " in (
+        flexibility
+    )
+    assert "warp share 0.7, nonlinear share 0.0002, variance dispersion 4e-06" in flexibility
+    assert "close to a mean-field Gaussian" in flexibility
+    assert "The control's q, an affine warp" in flexibility and "at epoch 30 of 3280" in flexibility
+
+    calibration_run(folder / "burda_dlgm1_vgp_s0", "finished", 3280, 85.8)
+    amend_run(
+        folder / "burda_dlgm1_vgp_s0",
+        {"pareto_k_above_0_7": 0.3, "pareto_k_mean": 0.6},
+        {**affine, "z/nonlinear_warp_share": 0.05},
+    )
+    answer = calibrated.calibrated_answer().splitlines()
+    assert "The VGP's q at its last epoch (3280)" in answer[2]
+    assert "not a mean-field Gaussian in disguise" in answer[2]
+    assert "`burda_dlgm1_vgp_s0` 30.0%" in answer[3] and "At most half of them" in answer[3]
+    assert answer[3].endswith("Waiting for `burda_dlgm1_vae_s1`, `burda_dlgm1_vgp_control_s0`.")
+    amend_run(tmp_path / "calibration" / "runs" / "burda_dlgm1_vae_s0", {
+        "pareto_k_above_0_7": 0.94, "pareto_k_mean": 1.2
+    }, {})  # fmt: skip
+    assert "upper bound in expectation" in calibrated.calibrated_answer().splitlines()[3]
+
+    steps = {
+        "burda_dlgm1_vae": 3.0, "burda_dlgm1_vgp": 10.5, "burda_dlgm1_vgp_control": 4.5,
+        "burda_dlgm2_vae": 3.3,
+    }  # fmt: skip
+    rows = {
+        name: {
+            "step_ms": step, "epochs": 3280, "training_cpu_hours": step * 2.7,
+            "evaluation_cpu_hours": 0.2, "measured": "2026-12-06 06:38", "code_version": "v",
+            "note": "the trainings paused",
+        }
+        for name, step in steps.items()
+    }  # fmt: skip
+    (tmp_path / "reproduction").mkdir()
+    (tmp_path / "reproduction" / "costs.json").write_text(json.dumps({"rows": rows}))
+    cost = calibrated.calibrated_answer().splitlines()[4]
+    assert "(2026-12-06, at v; the trainings paused; results/reproduction/costs.json)" in cost
+    assert "(`burda_dlgm1_vgp`) 10.5 ms a step, 3.5x the VAE's, 28.4 CPU-hours" in cost
+    assert "(`burda_dlgm1_vae`) 3.0 ms a step, 8.1 CPU-hours for its 3280 epochs" in cost
+    assert "(`burda_dlgm1_vgp_control`) 4.5 ms a step, 1.5x the VAE's" in cost

@@ -15,6 +15,13 @@ from vgp_bench.schedules import stage_of_epoch
 from vgp_bench.studies import runs
 from vgp_bench.studies.cells import MISSING, difference_cell, number, share_cell, signed, table
 from vgp_bench.studies.differences import paired_run_values
+from vgp_bench.studies.q_reading import (
+    WARP_KEYS,
+    close_to_mean_field,
+    mean_field_words,
+    reliability,
+    statistics_text,
+)
 from vgp_bench.studies.study import Study
 
 CALIBRATED = "calibrated"
@@ -41,6 +48,13 @@ CONTROL = Row(
 )
 DLGM2_VAE = Row("DLGM 2hl + VAE", [(CALIBRATED, "burda_dlgm2_vae_s0")])
 ROWS = [VAE, VGP, CONTROL, DLGM2_VAE]
+# the experiment each row runs, as results/reproduction/costs.json prices it
+EXPERIMENTS = [
+    (VAE, "burda_dlgm1_vae"),
+    (VGP, "burda_dlgm1_vgp"),
+    (CONTROL, "burda_dlgm1_vgp_control"),
+    (DLGM2_VAE, "burda_dlgm2_vae"),
+]
 HEAD_STATISTICS = ("z/warp_share", "z/nonlinear_warp_share", "z/total_correlation")
 
 
@@ -152,6 +166,99 @@ def paired_words(a: Row, b: Row) -> str:
     )
 
 
+def head_statistics_at_end(study: str, run: str) -> tuple[str, list[float]] | None:
+    """A run's WARP_KEYS at its last recorded epoch and where that epoch is, in words; None
+    before the run records them."""
+    if not runs.has_run(study, run):
+        return None
+    values = [runs.last(study, run, key) for key in WARP_KEYS]
+    if any(value is None for value in values):
+        return None
+    metrics = runs.load(study, run)
+    examples = runs.run_setting(study, run, "trainer.diagnostics_examples")
+    planned = int(runs.run_setting(study, run, "trainer.epochs"))
+    epoch = metrics["history"][-1]["epoch"]
+    when = (
+        f"its last epoch ({epoch})"
+        if metrics.get("status") == "finished"
+        else f"epoch {epoch} of {planned}, still training"
+    )
+    return f"{when}, on {examples} validation images", [float(v) for v in values]
+
+
+def flexibility_words() -> str:
+    """Does the VGP use its flexibility: its head statistics at its last recorded epoch read
+    as mean-field or not (q_reading), its control's beside them (docs/design.md, 5.2)."""
+    question = "Does the VGP use its flexibility here?"
+    (study, run), (control_study, control) = VGP.runs[0], CONTROL.runs[0]
+    found = head_statistics_at_end(study, run)
+    if found is None:
+        return f"- **{question}** Waiting for `{run}`'s head statistics."
+    when, values = found
+    text = f"- **{question}** The VGP's q at {when}: {statistics_text(*values)}."
+    evidence = "the control without the GP asks that directly: control - VGP above"
+    text += mean_field_words(close_to_mean_field(*values), evidence)
+    beside = head_statistics_at_end(control_study, control)
+    if beside is not None:
+        control_when, control_values = beside
+        text += (
+            f" The control's q, an affine warp of xi and so a mean-field Gaussian whatever its "
+            f"warp share, at {control_when}: {statistics_text(*control_values)}."
+        )
+    return text
+
+
+def khat_words() -> str:
+    """The share of test images whose importance weights have a k-hat above 0.7, per tested
+    run, and what it says of the IS estimates (q_reading.reliability)."""
+    question = "How reliable are the IS estimates?"
+    tested_runs = [(run, test) for row in ROWS for _, run, test in tested(row)]
+    waiting = [run for row in ROWS[:3] for study, run in row.runs if final_test(study, run) is None]
+    shares = "; ".join(
+        f"`{run}` {share_cell(test.get('pareto_k_above_0_7'))}" for run, test in tested_runs
+    )
+    text = (
+        f"- **{question}** Test images whose importance weights (k = 5000) have a PSIS k-hat "
+        f"above 0.7: {shares}."
+    )
+    warning = reliability(test for _, test in tested_runs)
+    text += f" {warning}" if warning else " At most half of them in every tested run."
+    if waiting:
+        text += f" Waiting for {', '.join(f'`{run}`' for run in waiting)}."
+    return text
+
+
+def cost_words() -> str:
+    """Each row's measured cost on one idle thread (results/reproduction/costs.json): its
+    step, the training and test CPU-hours, the step against the VAE's."""
+    question = "What does each row cost?"
+    measured = (runs.read_json("reproduction", "costs.json") or {}).get("rows", {})
+    priced = {name: measured[name] for _, name in EXPERIMENTS if name in measured}
+    missing = [name for _, name in EXPERIMENTS if name not in priced]
+    if missing:
+        return f"- **{question}** Not measured yet: {', '.join(missing)}."
+    vae_step = priced[EXPERIMENTS[0][1]]["step_ms"]
+    parts = []
+    for row, name in EXPERIMENTS:
+        cost = priced[name]
+        ratio = "" if row is VAE else f", {cost['step_ms'] / vae_step:.1f}x the VAE's"
+        parts.append(
+            f"{row.label} (`{name}`) {cost['step_ms']:.1f} ms a step{ratio}, "
+            f"{cost['training_cpu_hours']:.1f} CPU-hours for its {cost['epochs']} epochs and "
+            f"{cost['evaluation_cpu_hours']:.2f} for its test"
+        )
+    days = sorted({cost["measured"][:10] for cost in priced.values()})
+    versions = sorted({cost["code_version"] for cost in priced.values()})
+    notes = sorted({cost["note"] for cost in priced.values() if cost.get("note")})
+    return (
+        f"- **{question}** Measured on one thread ({', '.join(days)}, at "
+        f"{', '.join(versions)}{''.join(f'; {note}' for note in notes)}; "
+        "results/reproduction/costs.json): "
+        f"{'; '.join(parts)}. The table's training hours are the wall time these runs took "
+        "here, with other jobs on the machine."
+    )
+
+
 def calibrated_answer() -> str:
     """The study's questions answered from the tested runs (each waits for its runs)."""
     return "\n".join(
@@ -160,6 +267,9 @@ def calibrated_answer() -> str:
                 VAE, VGP, "VAE - VGP: does the VGP beat the VAE here?", PAPER_VAE - PAPER_VGP
             ),
             difference_words(CONTROL, VGP, "control - VGP: is it the GP?", None),
+            flexibility_words(),
+            khat_words(),
+            cost_words(),
         ]
     )
 

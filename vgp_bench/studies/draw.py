@@ -20,8 +20,9 @@ from vgp_bench.studies.cells import (
     table,
 )
 from vgp_bench.studies.differences import paired_cell, test_pairs_of
-from vgp_bench.studies.draw_reading import WARP_KEYS, reading
+from vgp_bench.studies.draw_reading import reading
 from vgp_bench.studies.draw_realizations import realization_spread, realizations_table
+from vgp_bench.studies.q_reading import WARP_KEYS
 from vgp_bench.studies.study import Study
 
 D = "draw"
