@@ -17,15 +17,21 @@ from vgp_bench.studies import runs as study_runs
 from vgp_bench.studies.cells import difference_cell
 
 
-def test_the_answers_wait_for_their_runs_then_read_the_vaes_spread(
-    tmp_path: Path, monkeypatch: Any
-) -> None:
+def study_with_vae_seed_zero(tmp_path: Path, monkeypatch: Any) -> Path:
+    """Results under `tmp_path` with the calibration study's tested VAE (86.6, seed 0); the
+    calibrated study's runs folder, to be filled."""
     forget_records()
     monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
     calibration_run(
         tmp_path / "calibration" / "runs" / "burda_dlgm1_vae_s0", "finished", 3280, 86.6
     )
-    folder = tmp_path / "calibrated" / "runs"
+    return tmp_path / "calibrated" / "runs"
+
+
+def test_the_answers_wait_for_their_runs_then_read_the_vaes_spread(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    folder = study_with_vae_seed_zero(tmp_path, monkeypatch)
     calibration_run(folder / "burda_dlgm1_vae_s1", "running", 45, None)
     calibration_run(folder / "burda_dlgm1_vgp_control_s0", "running", 32, None)
     table = calibrated.calibrated_table()
@@ -54,12 +60,7 @@ def test_the_vaes_second_seed_pairs_with_the_vgp_over_the_test_images(
     with the VGP's seed 0 (and the control's), and the answer gives each paired difference
     beside the unpaired one; the calibration study's VAE, without a per-example file, pairs with
     nothing."""
-    forget_records()
-    monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
-    calibration_run(
-        tmp_path / "calibration" / "runs" / "burda_dlgm1_vae_s0", "finished", 3280, 86.6
-    )
-    folder = tmp_path / "calibrated" / "runs"
+    folder = study_with_vae_seed_zero(tmp_path, monkeypatch)
     images = np.random.default_rng(0).gamma(20.0, 4.3, size=10000)  # each image's difficulty
     nll = {
         "burda_dlgm1_vae_s1": images + 0.3,
@@ -116,12 +117,7 @@ def test_the_answer_reads_the_vgps_flexibility_its_khat_shares_and_each_rows_cos
     control's quoted beside them), the tested runs' k-hat shares warn only when most images
     are above 0.7, and each row's cost comes from the reproduction costs with its step against
     the VAE's."""
-    forget_records()
-    monkeypatch.setattr(study_runs, "RESULTS", tmp_path)
-    calibration_run(
-        tmp_path / "calibration" / "runs" / "burda_dlgm1_vae_s0", "finished", 3280, 86.6
-    )
-    folder = tmp_path / "calibrated" / "runs"
+    folder = study_with_vae_seed_zero(tmp_path, monkeypatch)
     calibration_run(folder / "burda_dlgm1_vgp_s0", "running", 40, None)
     calibration_run(folder / "burda_dlgm1_vgp_control_s0", "running", 30, None)
     answer = calibrated.calibrated_answer().splitlines()
