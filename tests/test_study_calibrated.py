@@ -47,9 +47,18 @@ def test_the_answers_wait_for_their_runs_then_read_the_vaes_spread(
     answer = calibrated.calibrated_answer().splitlines()
     spread = math.sqrt(((86.6 - 86.8) ** 2 + (87.0 - 86.8) ** 2) / 1)
     se = spread * math.sqrt(1 / 2 + 1)
-    assert answer[0].startswith("- **VAE - VGP: does the VGP beat the VAE here?** +1.00 nats: ")
+    assert answer[0].startswith("- **VAE - VGP: does the VGP beat the VAE here?** IS +1.00 nats: ")
     assert f"+1.00 ± {se:.2f} ({1.0 / se:.1f} SE) if seeds spread as the VAE's do" in answer[0]
-    assert answer[0].endswith("; the paper: +1.97.")
+    assert (
+        f"over its 2 seeds); the paper: +1.97. The -bound +1.00 nats: +1.00 ± {se:.2f}"
+        in (answer[0])
+    )  # the bounds 4 nats above the IS estimates in every run
+    assert answer[0].endswith(
+        "The VAE's IS minus the VGP's -bound, the paper's comparison if its VGP number is a "
+        'bound (its column is "≤", and it does not say which estimator gave it): -3.00 nats: '
+        f"-3.00 ± {se:.2f} ({3.0 / se:.1f} SE) if seeds spread as the VAE's do under this "
+        f"protocol (standard deviation {spread:.2f} nats over its 2 seeds)."
+    )
     assert "Waiting for `burda_dlgm1_vgp_control_s0`" in answer[1]
 
 
@@ -88,7 +97,8 @@ def test_the_vaes_second_seed_pairs_with_the_vgp_over_the_test_images(
     )
     answer = calibrated.calibrated_answer().splitlines()
     assert (
-        f"Paired over the test images: `burda_dlgm1_vae_s1` - `burda_dlgm1_vgp_s0` {expected}"
+        f"Paired over the test images: IS `burda_dlgm1_vae_s1` - `burda_dlgm1_vgp_s0` {expected}; "
+        f"-bound `burda_dlgm1_vae_s1` - `burda_dlgm1_vgp_s0` {expected}"  # bounds: IS + 4 nats
         in (answer[0])
     )
     assert "burda_dlgm1_vae_s0` -" not in answer[0]

@@ -36,17 +36,21 @@ class Row:
 
     label: str
     runs: Sequence[tuple[str, str]]
+    short: str  # the row in the answers' words
 
 
 VAE = Row(
     "DLGM 1hl + VAE",
     [("calibration", "burda_dlgm1_vae_s0"), (CALIBRATED, "burda_dlgm1_vae_s1")],
+    "the VAE",
 )
-VGP = Row("DLGM 1hl + VGP, the default", [(CALIBRATED, "burda_dlgm1_vgp_s0")])
+VGP = Row("DLGM 1hl + VGP, the default", [(CALIBRATED, "burda_dlgm1_vgp_s0")], "the VGP")
 CONTROL = Row(
-    "DLGM 1hl + the VGP's control without the GP", [(CALIBRATED, "burda_dlgm1_vgp_control_s0")]
+    "DLGM 1hl + the VGP's control without the GP",
+    [(CALIBRATED, "burda_dlgm1_vgp_control_s0")],
+    "the control",
 )
-DLGM2_VAE = Row("DLGM 2hl + VAE", [(CALIBRATED, "burda_dlgm2_vae_s0")])
+DLGM2_VAE = Row("DLGM 2hl + VAE", [(CALIBRATED, "burda_dlgm2_vae_s0")], "the 2-layer VAE")
 ROWS = [VAE, VGP, CONTROL, DLGM2_VAE]
 # the experiment each row runs, as results/reproduction/costs.json prices it
 EXPERIMENTS = [
@@ -116,48 +120,75 @@ def tested(row: Row) -> list[tuple[str, str, dict]]:
     return [(study, run, test) for study, run, test in found if test is not None]
 
 
-def vae_spread() -> float | None:
-    """The standard deviation of the VAE's test IS between its seeds under this protocol."""
-    values = [test["nll"] for _, _, test in tested(VAE)]
+def vae_spread(key: str = "nll") -> float | None:
+    """The standard deviation of the VAE's test `key` (IS, or -bound) between its seeds under
+    this protocol."""
+    values = [test[key] for _, _, test in tested(VAE)]
     return statistics.stdev(values) if len(values) >= 2 else None
 
 
+def mean_of(tests: list[tuple[str, str, dict]], key: str) -> float:
+    """The mean of `key` over a row's tested runs."""
+    return statistics.fmean(test[key] for *_, test in tests)
+
+
+def seeds_words(diff: float, counts: tuple[int, int], keys: tuple[str, str]) -> str:
+    """A difference of rows with `counts` tested seeds, ± its standard error if seeds spread as
+    the VAE's do under this protocol in the keys compared (each row's own key)."""
+    spreads = [vae_spread(key) for key in keys]
+    if None in spreads:
+        return "no second VAE seed tested: the spread between seeds is not measured yet"
+    variance = sum(spread**2 / count for spread, count in zip(spreads, counts, strict=True))
+    shown = ", ".join(f"{spread:.2f}" for spread in dict.fromkeys(spreads))
+    return (
+        f"{difference_cell(diff, math.sqrt(variance))} if seeds spread as the VAE's do under "
+        f"this protocol (standard deviation {shown} nats over its {len(tested(VAE))} seeds)"
+    )
+
+
 def difference_words(a: Row, b: Row, question: str, paper: float | None) -> str:
-    """One question's answer: a's mean IS minus b's, with its standard error if the rows'
-    seeds spread as the VAE's do under this protocol."""
+    """One question's answer: a's mean IS minus b's, and the same of -bound, each with its
+    standard error if the rows' seeds spread as the VAE's do; with the paper's lead, a's IS
+    minus b's -bound too (the paper's comparison if its VGP number is a bound)."""
     first, second = tested(a), tested(b)
     if not first or not second:
         waiting = [run for row in (a, b) for study, run in row.runs if not final_test(study, run)]
         return f"- **{question}** Waiting for {', '.join(f'`{run}`' for run in waiting)}."
-    diff = statistics.fmean(t["nll"] for *_, t in first) - statistics.fmean(
-        t["nll"] for *_, t in second
-    )
-    spread = vae_spread()
-    if spread is None:
-        seeds = "no second VAE seed tested: the spread between seeds is not measured yet"
-    else:
-        se = spread * math.sqrt(1 / len(first) + 1 / len(second))
-        seeds = (
-            f"{difference_cell(diff, se)} if seeds spread as the VAE's do under this protocol "
-            f"(standard deviation {spread:.2f} nats over its {len(tested(VAE))} seeds)"
+    counts = (len(first), len(second))
+
+    def part(key_a: str, key_b: str) -> str:
+        diff = mean_of(first, key_a) - mean_of(second, key_b)
+        return f"{signed(diff)} nats: {seeds_words(diff, counts, (key_a, key_b))}"
+
+    text = f"- **{question}** IS {part('nll', 'nll')}"
+    if paper is not None:
+        text += f"; the paper: {signed(paper)}"
+    text += f". The -bound {part('bound_nll', 'bound_nll')}."
+    if paper is not None:
+        text += (
+            f" {a.short[0].upper()}{a.short[1:]}'s IS minus {b.short}'s -bound, the paper's "
+            'comparison if its VGP number is a bound (its column is "≤", and it does not say '
+            f"which estimator gave it): {part('nll', 'bound_nll')}."
         )
-    against = f"; the paper: {signed(paper)}" if paper is not None else ""
-    return f"- **{question}** {signed(diff)} nats: {seeds}{against}.{paired_words(a, b)}"
+    return text + paired_words(a, b)
 
 
 def paired_words(a: Row, b: Row) -> str:
-    """The differences of a's and b's tested runs paired over the test images, where both
-    per-example files were kept (paired_differences.json), in a sentence; empty if none."""
+    """The differences of a's and b's tested runs paired over the test images, of IS and of
+    -bound, where both per-example files were kept (paired_differences.json), in a sentence;
+    empty if none."""
     found = []
     for first_study, first, first_test in tested(a):
         for second_study, second, second_test in tested(b):
             if first_study != CALIBRATED or second_study != CALIBRATED:
                 continue  # the calibration study's VAE kept no per-example file
-            paired = paired_run_values(
-                CALIBRATED, (first, second), (first_test, second_test), "nll"
-            )
-            if paired is not None:
-                found.append(f"`{first}` - `{second}` {difference_cell(*paired, digits=3)}")
+            for key, name in (("nll", "IS"), ("bound_nll", "-bound")):
+                paired = paired_run_values(
+                    CALIBRATED, (first, second), (first_test, second_test), key
+                )
+                if paired is not None:
+                    cell = difference_cell(*paired, digits=3)
+                    found.append(f"{name} `{first}` - `{second}` {cell}")
     if not found:
         return ""
     return (
