@@ -132,7 +132,7 @@ def test_the_answer_reads_the_vgps_flexibility_its_khat_shares_and_each_rows_cos
     calibration_run(folder / "burda_dlgm1_vgp_control_s0", "running", 30, None)
     answer = calibrated.calibrated_answer().splitlines()
     assert answer[2].endswith("Waiting for `burda_dlgm1_vgp_s0`'s head statistics.")
-    assert answer[4].endswith("Not measured yet: " + ", ".join(
+    assert answer[5].endswith("Not measured yet: " + ", ".join(
         name for _, name in calibrated.EXPERIMENTS
     ) + ".")  # fmt: skip
 
@@ -162,12 +162,12 @@ def test_the_answer_reads_the_vgps_flexibility_its_khat_shares_and_each_rows_cos
     answer = calibrated.calibrated_answer().splitlines()
     assert "The VGP's q at its last epoch (3280)" in answer[2]
     assert "not a mean-field Gaussian in disguise" in answer[2]
-    assert "`burda_dlgm1_vgp_s0` 30.0%" in answer[3] and "At most half of them" in answer[3]
-    assert answer[3].endswith("Waiting for `burda_dlgm1_vae_s1`, `burda_dlgm1_vgp_control_s0`.")
+    assert "`burda_dlgm1_vgp_s0` 30.0%" in answer[4] and "At most half of them" in answer[4]
+    assert answer[4].endswith("Waiting for `burda_dlgm1_vae_s1`, `burda_dlgm1_vgp_control_s0`.")
     amend_run(tmp_path / "calibration" / "runs" / "burda_dlgm1_vae_s0", {
         "pareto_k_above_0_7": 0.94, "pareto_k_mean": 1.2
     }, {})  # fmt: skip
-    assert "upper bound in expectation" in calibrated.calibrated_answer().splitlines()[3]
+    assert "upper bound in expectation" in calibrated.calibrated_answer().splitlines()[4]
 
     steps = {
         "burda_dlgm1_vae": 3.0, "burda_dlgm1_vgp": 10.5, "burda_dlgm1_vgp_control": 4.5,
@@ -183,8 +183,29 @@ def test_the_answer_reads_the_vgps_flexibility_its_khat_shares_and_each_rows_cos
     }  # fmt: skip
     (tmp_path / "reproduction").mkdir()
     (tmp_path / "reproduction" / "costs.json").write_text(json.dumps({"rows": rows}))
-    cost = calibrated.calibrated_answer().splitlines()[4]
+    cost = calibrated.calibrated_answer().splitlines()[5]
     assert "(2026-12-06, at v; the trainings paused; results/reproduction/costs.json)" in cost
     assert "(`burda_dlgm1_vgp`) 10.5 ms a step, 3.5x the VAE's, 28.4 CPU-hours" in cost
     assert "(`burda_dlgm1_vae`) 3.0 ms a step, 8.1 CPU-hours for its 3280 epochs" in cost
     assert "(`burda_dlgm1_vgp_control`) 4.5 ms a step, 1.5x the VAE's" in cost
+
+
+def test_the_two_layer_vae_is_read_against_burdas_and_the_papers_two_layer_vgp(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The 2-layer VAE's answer waits for its run, then gives its IS and bound with their
+    errors, Burda et al.'s wider 2-layer VAE, and the paper's 2-layer VGP lead over it."""
+    folder = study_with_vae_seed_zero(tmp_path, monkeypatch)
+    assert (
+        calibrated.calibrated_answer()
+        .splitlines()[3]
+        .endswith("Waiting for `burda_dlgm2_vae_s0` (it starts when a core is free).")
+    )
+    calibration_run(folder / "burda_dlgm2_vae_s0", "finished", 3280, 85.9)
+    answer = calibrated.calibrated_answer().splitlines()[3]
+    assert "here?** IS 85.90, -bound 89.90 (± 0.08 and ± 0.09), 1 seed." in answer
+    assert "2-layer VAE on wider deterministic layers: 85.33." in answer
+    assert "81.32, would be +4.58 nats better than this VAE's IS (+8.58 against its -bound)" in (
+        answer
+    )
+    assert answer.endswith("the paper's 1-layer VGP leads its VAE by +1.97.")
