@@ -197,9 +197,7 @@ def test_the_two_layer_vae_is_read_against_burdas_and_the_papers_two_layer_vgp(
     errors, Burda et al.'s wider 2-layer VAE, and the paper's 2-layer VGP lead over it."""
     folder = study_with_vae_seed_zero(tmp_path, monkeypatch)
     assert (
-        calibrated.calibrated_answer()
-        .splitlines()[3]
-        .endswith("Waiting for `burda_dlgm2_vae_s0` (it starts when a core is free).")
+        calibrated.calibrated_answer().splitlines()[3].endswith("Waiting for `burda_dlgm2_vae_s0`.")
     )
     calibration_run(folder / "burda_dlgm2_vae_s0", "finished", 3280, 85.9)
     answer = calibrated.calibrated_answer().splitlines()[3]

@@ -311,7 +311,7 @@ def dlgm2_words() -> str:
     found = tested(DLGM2_VAE)
     if not found:
         runs_named = ", ".join(f"`{run}`" for _, run in DLGM2_VAE.runs)
-        return f"- **{question}** Waiting for {runs_named} (it starts when a core is free)."
+        return f"- **{question}** Waiting for {runs_named}."
     nll, bound = mean_of(found, "nll"), mean_of(found, "bound_nll")
     seeds = plural(len(found), "seed")
     standard_errors = ""
