@@ -153,9 +153,16 @@ def seeds_words(diff: float, counts: tuple[int, int], keys: tuple[str, str]) -> 
         return "no second VAE seed tested: the spread between seeds is not measured yet"
     variance = sum(spread**2 / count for spread, count in zip(spreads, counts, strict=True))
     shown = ", ".join(f"{spread:.2f}" for spread in dict.fromkeys(spreads))
+    freedom = len(tested(VAE)) - 1
+    caution = (
+        "one degree of freedom: the seeds' true spread may be several times this"
+        if freedom == 1
+        else f"{freedom} degrees of freedom"
+    )
     return (
         f"{difference_cell(diff, math.sqrt(variance))} if seeds spread as the VAE's do under "
-        f"this protocol (standard deviation {shown} nats over its {len(tested(VAE))} seeds)"
+        f"this protocol (standard deviation {shown} nats over its {freedom + 1} seeds, "
+        f"{caution})"
     )
 
 
