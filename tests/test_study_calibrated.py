@@ -164,6 +164,7 @@ def test_the_answer_reads_the_vgps_flexibility_its_khat_shares_and_each_rows_cos
     assert "The VGP's q at its last epoch (3280)" in answer[2]
     assert "not a mean-field Gaussian in disguise" in answer[2]
     assert "`burda_dlgm1_vgp_s0` 30.0%" in answer[4] and "At most half of them" in answer[4]
+    assert "importance weights (k = 5000) have a PSIS k-hat above 0.7: `burda" in answer[4]
     assert answer[4].endswith("Waiting for `burda_dlgm1_vae_s1`, `burda_dlgm1_vgp_control_s0`.")
     amend_run(tmp_path / "calibration" / "runs" / "burda_dlgm1_vae_s0", {
         "pareto_k_above_0_7": 0.94, "pareto_k_mean": 1.2

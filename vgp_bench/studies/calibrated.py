@@ -268,9 +268,10 @@ def khat_words() -> str:
     shares = "; ".join(
         f"`{run}` {share_cell(test.get('pareto_k_above_0_7'))}" for run, test in tested_runs
     )
+    samples = "/".join(sorted({str(test.get("is_samples")) for _, test in tested_runs}))
     text = (
-        f"- **{question}** Test images whose importance weights (k = 5000) have a PSIS k-hat "
-        f"above 0.7: {shares}."
+        f"- **{question}** Test images whose importance weights (k = {samples}) have a PSIS "
+        f"k-hat above 0.7: {shares}."
     )
     warning = reliability(test for _, test in tested_runs)
     text += f" {warning}" if warning else " At most half of them in every tested run."
