@@ -281,8 +281,8 @@ def khat_words() -> str:
 
 
 def cost_words() -> str:
-    """Each row's measured cost on one idle thread (results/reproduction/costs.json): its
-    step, the training and test CPU-hours, the step against the VAE's."""
+    """Each row's measured cost on one thread (results/reproduction/costs.json, with its
+    conditions): its step, the training and test CPU-hours, the step against the VAE's."""
     question = "What does each row cost?"
     measured = (runs.read_json("reproduction", "costs.json") or {}).get("rows", {})
     priced = {name: measured[name] for _, name in EXPERIMENTS if name in measured}
