@@ -133,10 +133,10 @@ def tested(row: Row) -> list[tuple[str, str, dict]]:
     return [(study, run, test) for study, run, test in found if test is not None]
 
 
-def vae_spread(key: str = "nll") -> float | None:
-    """The standard deviation of the VAE's test `key` (IS, or -bound) between its seeds under
-    this protocol."""
-    values = [test[key] for _, _, test in tested(VAE)]
+def spread_between_seeds(tests: list[tuple[str, str, dict]], key: str) -> float | None:
+    """The standard deviation of a row's test `key` (IS, or -bound) between its tested seeds
+    (`tested(row)`); None with fewer than two."""
+    values = [test[key] for *_, test in tests]
     return statistics.stdev(values) if len(values) >= 2 else None
 
 
@@ -148,12 +148,13 @@ def mean_of(tests: list[tuple[str, str, dict]], key: str) -> float:
 def seeds_words(diff: float, counts: tuple[int, int], keys: tuple[str, str]) -> str:
     """A difference of rows with `counts` tested seeds, ± its standard error if seeds spread as
     the VAE's do under this protocol in the keys compared (each row's own key)."""
-    spreads = [vae_spread(key) for key in keys]
+    vae_tests = tested(VAE)  # read once: every key's spread and the degrees of freedom
+    spreads = [spread_between_seeds(vae_tests, key) for key in keys]
     if None in spreads:
         return "no second VAE seed tested: the spread between seeds is not measured yet"
     variance = sum(spread**2 / count for spread, count in zip(spreads, counts, strict=True))
     shown = ", ".join(f"{spread:.2f}" for spread in dict.fromkeys(spreads))
-    freedom = len(tested(VAE)) - 1
+    freedom = len(vae_tests) - 1
     caution = (
         "one degree of freedom: the seeds' true spread may be several times this"
         if freedom == 1
